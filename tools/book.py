@@ -1,0 +1,158 @@
+"""One entry point for the book: set up, open, test, benchmark. Needs only Python 3.11+.
+
+    python3 tools/book.py lab     # set up .venv (first time), open the book in JupyterLab
+    python3 tools/book.py test    # set up .venv (first time), run every test
+    python3 tools/book.py setup   # only create/refresh .venv
+    python3 tools/book.py lock    # regenerate requirements.txt (exact pins) from requirements.in
+
+``make lab`` and ``make test`` call the first two. Setup creates ``.venv`` in
+the repository, installs the exact pins of ``requirements.txt`` and the
+library (``pip install -e .``), and records a hash so later runs reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+STAMP = VENV / ".servingmath-setup"
+FIRST_PAGE = "notebooks/00_how_to_use_this_book.ipynb"
+CELL_TIMEOUT = "300"
+
+
+def _say(message: str) -> None:
+    print(f"[book] {message}", flush=True)
+
+
+def _run(args, **kwargs) -> int:
+    return subprocess.call([str(a) for a in args], cwd=ROOT, **kwargs)
+
+
+def _setup_hash() -> str:
+    digest = hashlib.sha256()
+    for name in ("requirements.txt", "pyproject.toml"):
+        digest.update((ROOT / name).read_bytes())
+    digest.update(sys.version.encode())
+    return digest.hexdigest()
+
+
+def setup(quiet: bool = False) -> None:
+    """Create .venv and install the pinned environment, unless already done."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"[book] Python 3.11 or newer is needed; this is {sys.version.split()[0]}. "
+                 "Run with python3.11 (or newer) instead.")
+    if STAMP.exists() and STAMP.read_text().strip() == _setup_hash() and PYTHON.exists():
+        return
+    start = time.time()
+    if not PYTHON.exists():
+        _say(f"creating a virtual environment in {VENV.relative_to(ROOT)}/")
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    _say("installing the pinned packages of requirements.txt (first time: about a minute)")
+    pip = [PYTHON, "-m", "pip", "install", "--disable-pip-version-check"]
+    if quiet:
+        pip.append("-q")
+    if _run(pip + ["-r", "requirements.txt"]) != 0:
+        sys.exit("[book] installing requirements.txt failed (see pip's message above)")
+    if _run(pip + ["--no-deps", "--no-build-isolation", "-e", "."]) != 0:
+        sys.exit("[book] installing the servingmath library failed (see pip's message above)")
+    STAMP.write_text(_setup_hash() + "\n")
+    _say(f"environment ready in {time.time() - start:.0f} s")
+
+
+def lab(extra: list[str]) -> int:
+    setup()
+    args = [BIN / "jupyter", "lab", f"--ServerApp.root_dir={ROOT}",
+            f"--LabApp.default_url=/lab/tree/{FIRST_PAGE}"]
+    headless = not os.environ.get("DISPLAY") and sys.platform.startswith("linux")
+    if headless and "--no-browser" not in extra:
+        args.append("--no-browser")
+        _say("no display found: open the URL printed below in your browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--allow-root")
+    _say(f"opening the book at {FIRST_PAGE}")
+    return _run(args + extra)
+
+
+def test(extra: list[str]) -> int:
+    """Run every test: library and tools, then the chapters and solutions (nbval), then exercises."""
+    setup(quiet=True)
+    env = dict(os.environ)
+    env.pop("MPLBACKEND", None)
+    pytest = [PYTHON, "-m", "pytest", "-n", "2"]
+    nbval = ["--nbval-current-env", f"--nbval-cell-timeout={CELL_TIMEOUT}", "--dist", "loadfile"]
+    stages = [
+        ("library, tools, checker and notebook hygiene",
+         pytest + ["tests", "lib/servingmath", "--doctest-modules"] + extra, env),
+        ("chapters and solutions: every cell runs and every stored output matches (nbval)",
+         pytest + ["--nbval"] + nbval + ["notebooks", "solutions"] + extra,
+         {**env, "SERVINGMATH_STRICT_CHECKS": "1"}),
+        ("exercises: run with their blanks unfilled (nbval-lax)",
+         pytest + ["--nbval-lax"] + nbval + ["exercises"] + extra, env),
+    ]
+    start = time.time()
+    failed = []
+    for title, args, stage_env in stages:
+        _say(f"stage: {title}")
+        if _run(args, env=stage_env) != 0:
+            failed.append(title)
+    _say(f"all stages done in {time.time() - start:.0f} s")
+    if failed:
+        _say("FAILED: " + "; ".join(failed))
+        return 1
+    return 0
+
+
+def lock() -> int:
+    """Resolve requirements.in in a scratch venv and write exact pins to requirements.txt."""
+    with tempfile.TemporaryDirectory() as scratch:
+        venv.EnvBuilder(with_pip=True).create(scratch)
+        python = Path(scratch) / "bin" / "python"
+        if _run([python, "-m", "pip", "install", "-q", "-r", "requirements.in"]) != 0:
+            return 1
+        frozen = subprocess.run([python, "-m", "pip", "freeze", "--all"], capture_output=True,
+                                text=True, check=True).stdout
+    pins = sorted((l for l in frozen.splitlines() if l and not l.startswith(("-e", "pip=="))),
+                  key=str.lower)
+    header = ("# Exact pins, generated by `python3 tools/book.py lock` from requirements.in.\n"
+              "# Stored notebook outputs depend on these versions: change them only by relocking,\n"
+              "# then re-execute the notebooks (python tools/notebooks.py execute ...).\n")
+    (ROOT / "requirements.txt").write_text(header + "\n".join(pins) + "\n")
+    _say(f"wrote requirements.txt with {len(pins)} pins")
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help"}:
+        print(__doc__)
+        return 0
+    command, extra = argv[0], argv[1:]
+    if command == "setup":
+        setup()
+        return 0
+    if command == "lab":
+        return lab(extra)
+    if command == "test":
+        return test(extra)
+    if command == "lock":
+        return lock()
+    if command == "bench":
+        setup()
+        return _run([PYTHON, ROOT / "tools" / "bench.py"] + extra)
+    print(f"[book] unknown command {command!r}; use lab, test, setup, lock or bench", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
