@@ -97,7 +97,7 @@ UNIT_SCALES: dict[str, tuple[float, str]] = {
     "s": (1.0, "s"), "ms": (ms, "s"), "us": (us, "s"), "µs": (us, "s"), "ns": (ns, "s"),
     "min": (minute, "s"), "h": (hour, "s"),
     "B": (1.0, "B"), "kB": (kB, "B"), "KB": (kB, "B"), "MB": (MB, "B"), "GB": (GB, "B"),
-    "TB": (TB, "B"), "KiB": (KiB, "B"), "MiB": (MiB, "B"), "GiB": (GiB, "B"), "TiB": (TiB, "B"),
+    "TB": (TB, "B"), "PB": (PB, "B"), "KiB": (KiB, "B"), "MiB": (MiB, "B"), "GiB": (GiB, "B"), "TiB": (TiB, "B"),
     "bytes": (1.0, "B"), "byte": (1.0, "B"),
     "FLOP": (1.0, "FLOP"), "GFLOP": (giga, "FLOP"), "TFLOP": (tera, "FLOP"), "PFLOP": (peta, "FLOP"),
     "FLOP/s": (1.0, "FLOP/s"), "GFLOP/s": (giga, "FLOP/s"), "TFLOP/s": (tera, "FLOP/s"),

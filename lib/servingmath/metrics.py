@@ -1,0 +1,133 @@
+"""Request latency metrics, defined exactly as vLLM's serving benchmark defines them.
+
+For one request that arrives at ``t_arrival`` and receives output tokens at
+times ``t_1 < t_2 < ... < t_n``:
+
+* **TTFT** (time to first token) = t_1 - t_arrival (queueing + prefill);
+* **E2E** (end-to-end latency) = t_n - t_arrival;
+* **TPOT** (time per output token) = (E2E - TTFT) / (n - 1): the mean gap
+  *after* the first token, so TTFT is not counted twice. Defined for n >= 2;
+  vLLM leaves one-token requests out of its TPOT statistics;
+* **ITL** (inter-token latencies) = the list t_{i+1} - t_i. vLLM's mean ITL
+  averages over all gaps of all requests (token-weighted); its mean TPOT
+  averages per request (request-weighted). They differ when output lengths vary.
+
+Other definitions in use: "TPOT" = E2E / n (counts the first token, common in
+older blog posts; vLLM's paper calls E2E / n the *normalized latency*), and
+"time per token" that divides by prompt + output tokens. This book uses
+vLLM's.
+
+References
+----------
+vLLM, ``benchmarks/benchmark_serving.py`` (``calculate_metrics``), read 2026-11.
+
+Examples
+--------
+>>> times = [0.35, 0.37, 0.39, 0.41]          # four tokens, 20 ms apart
+>>> round(time_to_first_token(0.0, times), 3)
+0.35
+>>> round(time_per_output_token(0.0, times), 3)
+0.02
+>>> round(normalized_latency(0.0, times), 4)   # E2E / n: a different number
+0.1025
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validation import as_array, check_fraction, check_integer, check_nonnegative, check_positive
+
+__all__ = [
+    "time_to_first_token",
+    "end_to_end_latency",
+    "time_per_output_token",
+    "inter_token_latencies",
+    "normalized_latency",
+    "e2e_from_ttft_tpot",
+    "percentile",
+    "output_throughput",
+]
+
+
+def _token_times(arrival_time, token_times) -> tuple[float, np.ndarray]:
+    arrival = float(as_array("arrival_time", arrival_time))
+    times = as_array("token_times", token_times)
+    if times.ndim != 1 or times.size == 0:
+        raise ValueError(f"token_times must be a non-empty 1-D list of times, got shape {times.shape}")
+    if times[0] < arrival:
+        raise ValueError(f"token_times[0] = {times[0]:g} is before arrival_time = {arrival:g}")
+    if np.any(np.diff(times) < 0):
+        raise ValueError("token_times must be non-decreasing")
+    return arrival, times
+
+
+def time_to_first_token(arrival_time, token_times) -> float:
+    """TTFT = t_1 - t_arrival, seconds."""
+    arrival, times = _token_times(arrival_time, token_times)
+    return float(times[0] - arrival)
+
+
+def end_to_end_latency(arrival_time, token_times) -> float:
+    """E2E = t_n - t_arrival, seconds."""
+    arrival, times = _token_times(arrival_time, token_times)
+    return float(times[-1] - arrival)
+
+
+def time_per_output_token(arrival_time, token_times) -> float:
+    """vLLM's TPOT = (E2E - TTFT) / (n - 1), seconds; needs n >= 2 tokens."""
+    arrival, times = _token_times(arrival_time, token_times)
+    if times.size < 2:
+        raise ValueError("token_times must hold at least 2 tokens for TPOT "
+                         "(vLLM leaves one-token requests out of TPOT)")
+    return float((times[-1] - times[0]) / (times.size - 1))
+
+
+def inter_token_latencies(token_times) -> np.ndarray:
+    """ITL: the gaps between consecutive output tokens, seconds (n - 1 values)."""
+    times = as_array("token_times", token_times)
+    if times.ndim != 1 or times.size == 0:
+        raise ValueError(f"token_times must be a non-empty 1-D list of times, got shape {times.shape}")
+    gaps = np.diff(times)
+    if np.any(gaps < 0):
+        raise ValueError("token_times must be non-decreasing")
+    return gaps
+
+
+def normalized_latency(arrival_time, token_times) -> float:
+    """E2E / n: the "per-token latency" that counts the first token (not vLLM's TPOT)."""
+    arrival, times = _token_times(arrival_time, token_times)
+    return float((times[-1] - arrival) / times.size)
+
+
+def e2e_from_ttft_tpot(ttft, tpot, output_tokens):
+    """E2E = TTFT + (n - 1) x TPOT: the inverse of vLLM's TPOT definition.
+
+    >>> round(e2e_from_ttft_tpot(0.35, 0.02, 20), 3)
+    0.73
+    """
+    t1 = check_nonnegative("ttft", ttft)
+    t = check_nonnegative("tpot", tpot)
+    n = check_integer("output_tokens", output_tokens, minimum=1)
+    result = t1 + (n - 1) * t
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def percentile(values, q) -> float:
+    """The q-th percentile (q in (0, 100]) with numpy's linear interpolation, as vLLM reports P50/P99.
+
+    >>> percentile([1.0, 2.0, 3.0, 4.0], 50)
+    2.5
+    """
+    v = as_array("values", values)
+    if v.size == 0:
+        raise ValueError("values must not be empty")
+    check_fraction("q / 100", np.asarray(q, dtype=float) / 100.0)
+    return float(np.percentile(v, q))
+
+
+def output_throughput(total_output_tokens, duration) -> float:
+    """Output tokens per second over a run: tokens / duration."""
+    n = check_nonnegative("total_output_tokens", total_output_tokens)
+    d = check_positive("duration", duration)
+    return float(n / d)

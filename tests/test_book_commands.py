@@ -1,0 +1,76 @@
+"""The README's 'open the book' command really serves the first page (headless check),
+and the setup script refuses an old Python with a clear message."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, load_tool
+
+book = load_tool("book")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.status, response.read().decode("utf-8", "replace")
+
+
+def test_lab_command_serves_the_first_page_headless(tmp_path):
+    if not book.PYTHON.exists():
+        pytest.skip("run through `make test`, which sets up .venv first")
+    port, token = _free_port(), "booktest"
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
+    env["JUPYTER_CONFIG_DIR"] = str(tmp_path / "config")
+    log = open(tmp_path / "lab.log", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tools" / "book.py"), "lab", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while True:
+            try:
+                status, body = _get(f"{base}/api/contents/{book.FIRST_PAGE}?content=0&token={token}")
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    log.seek(0)
+                    pytest.fail("JupyterLab did not start:\n" + log.read()[-3000:])
+                time.sleep(0.5)
+        assert status == 200 and json.loads(body)["type"] == "notebook"
+        status, page = _get(f"{base}/lab/tree/{book.FIRST_PAGE}?token={token}")
+        assert status == 200 and "JupyterLab" in page
+        log.seek(0)
+        output = log.read()
+        assert "no display found" in output  # headless: it prints the URL instead of opening a browser
+        assert f"/lab/tree/{book.FIRST_PAGE}" in output or "http://127.0.0.1" in output
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=20)
+        log.close()
+
+
+def test_setup_refuses_old_python(monkeypatch):
+    monkeypatch.setattr(sys, "version_info", (3, 10, 0))
+    with pytest.raises(SystemExit, match="3.11 or newer"):
+        book.setup()
+
+
+def test_unknown_command_is_reported():
+    assert book.main(["serve"]) == 2
