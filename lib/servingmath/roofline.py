@@ -10,6 +10,15 @@ Every real kernel lies between the two, and the upper is at most twice the lower
 as Databricks defines them: achieved / peak) scale the peaks; the default 1.0
 gives the physical bound.
 
+The second half of the module gives the intensities that decide which bound
+binds in LLM serving: the weight matmul ``[B, D] x [D, F]``
+(:func:`matmul_intensity`, which turns compute-bound at
+:func:`critical_batch_size`), decode attention (:func:`decode_attention_intensity`,
+about G = H / K FLOP per byte of bf16 KV at any batch size), prefill attention
+(:func:`prefill_attention_intensity`, growing with the prompt) and a whole
+decode step (:func:`decode_step_intensity`). The chapter "Rooflines: why
+decoding is bandwidth-bound" derives each formula in sympy.
+
 Examples
 --------
 >>> h100 = "H100-SXM5-80GB"
@@ -27,8 +36,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_choice, check_fraction, check_nonnegative, check_positive, scalar_or_array
+from ._validation import (check_choice, check_fraction, check_integer, check_nonnegative,
+                          check_positive, scalar_or_array)
+from .datatypes import bytes_per_element, check_dtype
 from .hardware import get_accelerator
+from .models import check_context_len, get_model, kv_bytes_per_token
 
 __all__ = [
     "arithmetic_intensity",
@@ -40,6 +52,13 @@ __all__ = [
     "time_upper_bound",
     "combine_step_parts",
     "OVERLAP_MODELS",
+    "matmul_flops",
+    "matmul_bytes",
+    "matmul_intensity",
+    "critical_batch_size",
+    "decode_attention_intensity",
+    "prefill_attention_intensity",
+    "decode_step_intensity",
 ]
 
 OVERLAP_MODELS = ("additive", "roofline", "hybrid")
@@ -48,6 +67,27 @@ OVERLAP_MODELS = ("additive", "roofline", "hybrid")
 def arithmetic_intensity(flops, bytes_moved):
     """FLOPs per byte moved: I = flops / bytes.
 
+    Parameters
+    ----------
+    flops : float or array
+        Floating-point operations performed (>= 0).
+    bytes_moved : float or array
+        Bytes read from and written to memory (> 0).
+
+    Returns
+    -------
+    float or ndarray
+        FLOP per byte. An operation is memory-bound on an accelerator when
+        its intensity is below the accelerator's :func:`ridge_point`.
+
+    References
+    ----------
+    S. Williams, A. Waterman, D. Patterson, "Roofline: an insightful visual
+    performance model for multicore architectures", Communications of the
+    ACM 52(4), 2009.
+
+    Examples
+    --------
     >>> arithmetic_intensity(2e9, 1e9)
     2.0
     """
@@ -59,8 +99,35 @@ def arithmetic_intensity(flops, bytes_moved):
 def ridge_point(accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
     """Intensity at which an operation turns compute-bound: (F x MFU) / (W x MBU), FLOP/byte.
 
+    Parameters
+    ----------
+    accelerator : str or Accelerator
+    dtype : str
+        Data type of the math; picks the dense peak F (``fp16`` shares ``bf16``'s).
+    mfu, mbu : float in (0, 1]
+        Achieved fractions of peak FLOP/s and peak bandwidth (1.0: the spec sheet).
+
+    Returns
+    -------
+    float or ndarray
+        FLOP per byte.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` has no published tensor peak on the accelerator (A10G: none at all).
+
+    Notes
+    -----
+    R = F MFU / (W MBU). Dense FLOP/s: the 2:4-sparse figures that datasheets
+    headline would double R.
+
+    Examples
+    --------
     >>> round(ridge_point("A100-SXM4-80GB"), 1)
     153.0
+    >>> round(ridge_point("H100-SXM5-80GB", "fp8"), 1)
+    590.7
     """
     acc = get_accelerator(accelerator)
     m = check_fraction("mfu", mfu)
@@ -69,7 +136,15 @@ def ridge_point(accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
 
 
 def attainable_flops(intensity, accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
-    """The roofline: min(F x MFU, I x W x MBU) in FLOP/s."""
+    """The roofline: min(F x MFU, I x W x MBU) in FLOP/s.
+
+    Examples
+    --------
+    >>> attainable_flops(1.0, "H100-SXM5-80GB") / 1e12   # one FLOP per byte: bandwidth-bound
+    3.35
+    >>> attainable_flops(1000.0, "H100-SXM5-80GB") / 1e12
+    989.4
+    """
     acc = get_accelerator(accelerator)
     i = check_nonnegative("intensity", intensity)
     m = check_fraction("mfu", mfu)
@@ -79,7 +154,11 @@ def attainable_flops(intensity, accelerator, dtype: str = "bf16", mfu=1.0, mbu=1
 
 
 def compute_time(flops, accelerator, dtype: str = "bf16", mfu=1.0):
-    """Seconds to perform ``flops`` at F x MFU: flops / (F x MFU)."""
+    """Seconds to perform ``flops`` at F x MFU: flops / (F x MFU).
+
+    >>> compute_time(989.4e12, "H100-SXM5-80GB", mfu=0.5)
+    2.0
+    """
     acc = get_accelerator(accelerator)
     f = check_nonnegative("flops", flops)
     m = check_fraction("mfu", mfu)
@@ -87,7 +166,11 @@ def compute_time(flops, accelerator, dtype: str = "bf16", mfu=1.0):
 
 
 def memory_time(bytes_moved, accelerator, mbu=1.0):
-    """Seconds to move ``bytes_moved`` at W x MBU: bytes / (W x MBU)."""
+    """Seconds to move ``bytes_moved`` at W x MBU: bytes / (W x MBU).
+
+    >>> memory_time(3.35e12, "H100-SXM5-80GB", mbu=0.5)
+    2.0
+    """
     acc = get_accelerator(accelerator)
     b = check_nonnegative("bytes_moved", bytes_moved)
     u = check_fraction("mbu", mbu)
@@ -95,14 +178,60 @@ def memory_time(bytes_moved, accelerator, mbu=1.0):
 
 
 def time_lower_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
-    """Perfect overlap: max(compute time, memory time), in seconds."""
+    """Perfect overlap: max(compute time, memory time), in seconds.
+
+    Parameters
+    ----------
+    flops : float or array
+        FLOPs of the operation.
+    bytes_moved : float or array
+        Bytes it moves.
+    accelerator : str or Accelerator
+    dtype : str
+        Data type of the math.
+    mfu, mbu : float in (0, 1]
+
+    Returns
+    -------
+    float or ndarray
+        T_lower = max(flops / (F MFU), bytes / (W MBU)). No kernel can beat it.
+
+    Notes
+    -----
+    T_lower <= T_upper <= 2 T_lower, with T_upper = 2 T_lower exactly when
+    the operation sits on the ridge (compute time = memory time).
+
+    References
+    ----------
+    J. Austin et al., "How to Scale Your Model", part "All About Rooflines"
+    (Google DeepMind, 2025): T_lower = max(T_math, T_comms), T_upper = their sum.
+
+    Examples
+    --------
+    >>> time_lower_bound(989.4e12, 3.35e12 / 2, "H100-SXM5-80GB")
+    1.0
+    """
     return scalar_or_array(np.maximum(compute_time(flops, accelerator, dtype, mfu),
                                       memory_time(bytes_moved, accelerator, mbu)),
                            flops, bytes_moved, mfu, mbu)
 
 
 def time_upper_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
-    """No overlap: compute time + memory time, in seconds."""
+    """No overlap: compute time + memory time, in seconds.
+
+    Parameters are those of :func:`time_lower_bound`.
+
+    Returns
+    -------
+    float or ndarray
+        T_upper = flops / (F MFU) + bytes / (W MBU): the time of a kernel
+        that first loads, then computes, with nothing in flight at once.
+
+    Examples
+    --------
+    >>> time_upper_bound(989.4e12, 3.35e12 / 2, "H100-SXM5-80GB")
+    1.5
+    """
     return scalar_or_array(compute_time(flops, accelerator, dtype, mfu)
                            + memory_time(bytes_moved, accelerator, mbu),
                            flops, bytes_moved, mfu, mbu)
@@ -127,3 +256,361 @@ def combine_step_parts(overlap: str, weight_memory, linear_compute, kv_memory, a
     if overlap == "roofline":
         return np.maximum(weight_memory + kv_memory, linear_compute + attention_compute)
     return np.maximum(weight_memory, linear_compute) + np.maximum(kv_memory, attention_compute)
+
+
+# --------------------------------------------------------------------------
+# Intensities of the operations of LLM serving
+# --------------------------------------------------------------------------
+
+def matmul_flops(batch, d_in, d_out):
+    """FLOPs of the matmul ``[B, D] x [D, F]``: 2 B D F.
+
+    Parameters
+    ----------
+    batch : int or array of int
+        Rows of the activation matrix, B >= 1 (tokens processed together:
+        the batch size in decode, batch x prompt length in prefill).
+    d_in, d_out : int or array of int
+        The weight matrix's shape, D x F (>= 1).
+
+    Returns
+    -------
+    float or ndarray
+        FLOPs. Each of the B D F multiply-adds is two FLOPs.
+
+    Notes
+    -----
+    F_mm = 2 B D F. Forgetting the 2 halves every intensity and doubles
+    every critical batch size derived from it.
+
+    References
+    ----------
+    Chapter "Rooflines: why decoding is bandwidth-bound" (derivation).
+
+    Examples
+    --------
+    >>> matmul_flops(1, 4096, 14336)
+    117440512.0
+    """
+    b = check_integer("batch", batch, minimum=1)
+    d = check_integer("d_in", d_in, minimum=1)
+    f = check_integer("d_out", d_out, minimum=1)
+    return scalar_or_array(2.0 * b * d * f, batch, d_in, d_out)
+
+
+def matmul_bytes(batch, d_in, d_out, weight_dtype: str = "bf16", activation_dtype: str = "bf16"):
+    """Bytes a ``[B, D] x [D, F]`` matmul must move: D F b_w + B D b_a + B F b_a.
+
+    The compulsory traffic: read the weights once, read the input
+    activations once, write the output activations once.
+
+    Parameters
+    ----------
+    batch, d_in, d_out : int or array of int
+        As in :func:`matmul_flops`.
+    weight_dtype : str
+        Storage type of the weights (``"bf16"``, ``"fp8"``, ``"int8"``, ``"int4"``...).
+    activation_dtype : str
+        Type of the input and output activations.
+
+    Returns
+    -------
+    float or ndarray
+        Bytes.
+
+    Notes
+    -----
+    Q_mm = D F b_w + B (D + F) b_a. Quantisation scales (1-3 % for group
+    size 128) are ignored.
+
+    Examples
+    --------
+    >>> matmul_bytes(1, 4096, 4096)   # 32 MiB of bf16 weights + 16 KiB of activations
+    33570816.0
+    >>> matmul_bytes(1, 4096, 4096, weight_dtype="int4")
+    8404992.0
+    """
+    b = check_integer("batch", batch, minimum=1)
+    d = check_integer("d_in", d_in, minimum=1)
+    f = check_integer("d_out", d_out, minimum=1)
+    bw = bytes_per_element(check_dtype(weight_dtype, "weight_dtype"))
+    ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
+    return scalar_or_array(d * f * bw + b * (d + f) * ba, batch, d_in, d_out)
+
+
+def matmul_intensity(batch, d_in, d_out, weight_dtype: str = "bf16", activation_dtype: str = "bf16"):
+    """Arithmetic intensity of ``[B, D] x [D, F]``: 2 B D F / (D F b_w + B (D + F) b_a).
+
+    Parameters
+    ----------
+    batch, d_in, d_out, weight_dtype, activation_dtype
+        As in :func:`matmul_bytes`.
+
+    Returns
+    -------
+    float or ndarray
+        FLOP per byte. For B << D, F it is about 2 B / b_w (= B for bf16
+        weights): the intensity grows with the batch because every row
+        reuses the same weights.
+
+    Notes
+    -----
+    I_mm = 2 B D F / (D F b_w + B (D + F) b_a), derived in the rooflines chapter.
+
+    Examples
+    --------
+    >>> round(matmul_intensity(1, 4096, 14336), 4)
+    0.9997
+    >>> round(matmul_intensity(64, 4096, 14336), 1)
+    62.7
+    >>> round(matmul_intensity(64, 4096, 14336, weight_dtype="int4"), 1)
+    237.0
+    """
+    return scalar_or_array(
+        np.asarray(matmul_flops(batch, d_in, d_out))
+        / np.asarray(matmul_bytes(batch, d_in, d_out, weight_dtype, activation_dtype)),
+        batch, d_in, d_out)
+
+
+def critical_batch_size(accelerator, weight_dtype: str = "bf16", compute_dtype: str = "bf16",
+                        activation_dtype=None, mfu=1.0, mbu=1.0, d_in=None, d_out=None):
+    """Batch size at which a weight matmul turns compute-bound.
+
+    Parameters
+    ----------
+    accelerator : str or Accelerator
+    weight_dtype : str
+        Storage type of the weights: bytes per weight b_w (int4: 0.5).
+    compute_dtype : str
+        Type of the math, which picks the peak FLOP/s: ``"bf16"`` for
+        weight-only quantisation (int8/fp8/int4 weights dequantised on the
+        fly), ``"fp8"`` or ``"int8"`` for quantised math.
+    activation_dtype : str, optional
+        Type of the activations (default: ``compute_dtype``). It matters only
+        in the exact form (``d_in`` and ``d_out`` given).
+    mfu, mbu : float in (0, 1]
+        Achieved fractions of peak FLOP/s and of peak bandwidth; 1.0 is the
+        physical bound.
+    d_in, d_out : int or array of int, optional
+        The weight matrix's shape D x F. Without them, the large-matrix limit.
+
+    Returns
+    -------
+    float or ndarray
+        B_crit, a real number (round up for the first compute-bound batch).
+        ``inf`` where the exact form has no solution: a matrix so small that
+        its activation traffic alone keeps it memory-bound at every batch.
+
+    Notes
+    -----
+    With R = (F x MFU) / (W x MBU) the (effective) ridge point, setting the
+    intensity 2 B D F / (D F b_w + B (D + F) b_a) equal to R gives the exact
+
+        B_crit = R D F b_w / (2 D F - R (D + F) b_a),
+
+    and for D, F -> infinity the limit
+
+        B_crit = R b_w / 2.
+
+    The 2 is the two FLOPs of a multiply-add, not the activation's bytes:
+    the often-written R b_w / b_a agrees only when activations are 2 bytes.
+    Weight-only quantisation divides B_crit by 2 (8-bit) or 4 (int4); fp8
+    weights with fp8 math leave it unchanged (twice the FLOP/s, half the bytes).
+
+    References
+    ----------
+    J. Austin et al., "How to Scale Your Model", part "All About Rooflines"
+    (Google DeepMind, 2025): the bf16, int8-weight and int8-math cases.
+
+    Examples
+    --------
+    >>> round(critical_batch_size("A100-SXM4-80GB"), 1)
+    153.0
+    >>> round(critical_batch_size("H100-SXM5-80GB", weight_dtype="int4"), 1)
+    73.8
+    >>> round(critical_batch_size("H100-SXM5-80GB", "fp8", compute_dtype="fp8"), 1)
+    295.3
+    >>> round(critical_batch_size("A100-SXM4-80GB", mfu=0.5, mbu=0.8), 1)
+    95.6
+    >>> round(critical_batch_size("A100-SXM4-80GB", d_in=4096, d_out=14336), 1)
+    160.7
+    """
+    acc = get_accelerator(accelerator)
+    bw = bytes_per_element(check_dtype(weight_dtype, "weight_dtype"))
+    check_dtype(compute_dtype, "compute_dtype")
+    if activation_dtype is None:
+        activation_dtype = compute_dtype
+    ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
+    m = check_fraction("mfu", mfu)
+    u = check_fraction("mbu", mbu)
+    ridge = acc.peak_flops(compute_dtype) * m / (acc.memory_bandwidth * u)
+    if d_in is None and d_out is None:
+        return scalar_or_array(ridge * bw / 2.0, mfu, mbu)
+    if d_in is None or d_out is None:
+        raise ValueError(f"give both d_in and d_out for the exact form, or neither for the "
+                         f"large-matrix limit; got d_in={d_in!r}, d_out={d_out!r}")
+    d = check_integer("d_in", d_in, minimum=1)
+    f = check_integer("d_out", d_out, minimum=1)
+    denominator = 2.0 * d * f - ridge * (d + f) * ba
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = np.where(denominator > 0, ridge * d * f * bw / np.where(denominator > 0, denominator, 1.0),
+                         np.inf)
+    return scalar_or_array(exact, mfu, mbu, d_in, d_out)
+
+
+def decode_attention_intensity(model, kv_dtype: str = "bf16", context_len=None,
+                               activation_dtype: str = "bf16"):
+    """Arithmetic intensity of attention in one decode step: 2 G / b_kv for long contexts.
+
+    One new token attends to ``context_len`` cached tokens. Per layer and
+    per sequence it performs 4 H d_h S FLOPs (q k^T and p v, two FLOPs per
+    multiply-add each) and must read the S keys and values of its K KV heads,
+    2 K d_h S b_kv bytes, plus its query and write its output, 2 H d_h b_a.
+    Every sequence reads its own cache, so the batch size cancels: attention
+    in decode is bandwidth-bound at any batch.
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    kv_dtype : str
+        Type of the KV cache (b_kv bytes per element).
+    context_len : int or array of int, optional
+        Tokens attended to (S). ``None`` (default) gives the long-context
+        limit 2 G / b_kv, which the query and output traffic shift by less
+        than G b_a / (S b_kv) (0.2 % for G = 8, S = 4096).
+    activation_dtype : str
+        Type of the query and output vectors (only for finite ``context_len``).
+
+    Returns
+    -------
+    float or ndarray
+        FLOP per byte.
+
+    Notes
+    -----
+    I_dec = 4 H d_h S / (2 K d_h S b_kv + 2 H d_h b_a) = 2 H S / (K S b_kv + H b_a)
+    -> 2 H / (K b_kv) = 2 G / b_kv as S -> infinity; G = H / K is the number of
+    query heads that share a KV head (1 for MHA). In bf16 it is G FLOP/byte.
+
+    References
+    ----------
+    J. Ainslie et al., "GQA: Training Generalized Multi-Query Transformer Models
+    from Multi-Head Checkpoints", EMNLP 2023 (grouped-query attention).
+
+    Examples
+    --------
+    >>> decode_attention_intensity("Llama-2-7B")          # MHA, bf16 KV
+    1.0
+    >>> decode_attention_intensity("Llama-3.1-70B")       # GQA, G = 8
+    8.0
+    >>> decode_attention_intensity("Llama-3.1-70B", "fp8")
+    16.0
+    >>> round(decode_attention_intensity("Llama-3.1-70B", context_len=4096), 3)
+    7.984
+    """
+    model = get_model(model)
+    bkv = bytes_per_element(check_dtype(kv_dtype, "kv_dtype"))
+    ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
+    h, k = model.n_heads, model.n_kv_heads
+    if context_len is None:
+        return 2.0 * h / (k * bkv)
+    s = check_context_len(model, context_len)
+    return scalar_or_array(2.0 * h * s / (k * s * bkv + h * ba), context_len)
+
+
+def prefill_attention_intensity(model, prompt_len, kv_dtype: str = "bf16",
+                                activation_dtype: str = "bf16"):
+    """Arithmetic intensity of causal attention over a prompt: H (L_p + 1) / (K b_kv + H b_a).
+
+    A prompt of L_p tokens with a causal mask has L_p (L_p + 1) / 2
+    query-key pairs, 4 H d_h FLOPs each (per layer). The compulsory traffic
+    of an ideal fused kernel (FlashAttention with large tiles approaches it)
+    is to read Q, K and V and write O once: 2 L_p d_h (K b_kv + H b_a) bytes.
+    The intensity grows linearly with the prompt.
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    prompt_len : int or array of int
+        Prompt tokens, 1 <= L_p <= the model's maximum context.
+    kv_dtype, activation_dtype : str
+        Types of K, V and of Q, O.
+
+    Returns
+    -------
+    float or ndarray
+        FLOP per byte (per sequence; the batch size cancels).
+
+    Notes
+    -----
+    I_pre = 2 H d_h L_p (L_p + 1) / (2 L_p d_h (K b_kv + H b_a)) = H (L_p + 1) / (K b_kv + H b_a).
+    Real kernels re-read K and V once per query tile, so their intensity is
+    lower; this is the upper limit.
+
+    References
+    ----------
+    T. Dao et al., "FlashAttention: Fast and Memory-Efficient Exact Attention
+    with IO-Awareness", NeurIPS 2022.
+
+    Examples
+    --------
+    >>> prefill_attention_intensity("Llama-2-7B", 1023)      # MHA: (L_p + 1) / 4
+    256.0
+    >>> prefill_attention_intensity("Llama-3.1-8B", 1024)    # G = 4: 4 (L_p + 1) / 10
+    410.0
+    """
+    model = get_model(model)
+    lp = check_integer("prompt_len", prompt_len, minimum=1)
+    check_context_len(model, lp, "prompt_len")
+    bkv = bytes_per_element(check_dtype(kv_dtype, "kv_dtype"))
+    ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
+    h, k = model.n_heads, model.n_kv_heads
+    return scalar_or_array(h * (lp + 1.0) / (k * bkv + h * ba), prompt_len)
+
+
+def decode_step_intensity(model, batch_size, context_len, weight_dtype: str = "bf16",
+                          kv_dtype: str = "bf16"):
+    """Arithmetic intensity of a whole decode step: all its FLOPs over all its bytes.
+
+    The library's decode model (:func:`servingmath.decode.decode_step_parts`):
+    FLOPs 2 P_mm B + 4 L H d_h S B, bytes W_bytes + B S k_tok, with P_mm the
+    matmul parameters, W_bytes the weights read (for MoE, the experts the
+    batch touches) and k_tok the KV bytes per token.
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    batch_size : int or array of int
+        Sequences decoding together, B >= 1.
+    context_len : int or array of int
+        Tokens in each sequence's KV cache, S.
+    weight_dtype, kv_dtype : str
+
+    Returns
+    -------
+    float or ndarray
+        FLOP per byte. As B grows the KV term takes over and the intensity
+        approaches (2 P_mm + 4 L H d_h S) / (S k_tok) (dense models), which
+        for long contexts sits far below every ridge point.
+
+    Notes
+    -----
+    I_step(B, S) = (2 P_mm + 4 L H d_h S) B / (W_bytes + B S k_tok).
+
+    Examples
+    --------
+    >>> round(decode_step_intensity("Llama-3.1-8B", 1, 0), 3)
+    0.935
+    >>> round(decode_step_intensity("Llama-3.1-8B", 256, 4096), 1)
+    28.6
+    """
+    from .decode import _weights_read_bytes, matmul_parameter_count  # decode imports this module
+
+    model = get_model(model)
+    b = check_integer("batch_size", batch_size, minimum=1)
+    s = check_context_len(model, context_len)
+    check_dtype(weight_dtype, "weight_dtype")
+    flops = (2.0 * matmul_parameter_count(model) + 4.0 * model.n_layers * model.n_heads
+             * model.head_dim * s) * b
+    bytes_moved = _weights_read_bytes(model, weight_dtype, b) + b * s * kv_bytes_per_token(model, kv_dtype)
+    return scalar_or_array(flops / bytes_moved, batch_size, context_len)
