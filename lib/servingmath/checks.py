@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -46,7 +47,8 @@ import sympy
 
 from .units import UNIT_SCALES, parse_quantity
 
-__all__ = ["Question", "Mistake", "CheckResult", "evaluate", "check", "GENERIC_MISTAKES"]
+__all__ = ["Question", "Mistake", "CheckResult", "evaluate", "check", "use_seed", "active_seed",
+           "GENERIC_MISTAKES"]
 
 STRICT_ENV = "SERVINGMATH_STRICT_CHECKS"
 
@@ -87,6 +89,11 @@ class Question:
     params : dict
         Parameters of the question (model, accelerator, ...). Variants of a
         question draw other values; the answer is recomputed from them.
+    variants : dict
+        Parameter name -> the values a variant may draw (see :meth:`draw`).
+    derive : callable, optional
+        ``params -> params`` adding values that depend on the drawn ones
+        (e.g. a timestamp computed from two others), applied after drawing.
     choices : tuple of str
         For ``kind="choice"``.
     symbols : dict
@@ -103,6 +110,8 @@ class Question:
     params: dict = field(default_factory=dict)
     choices: tuple = ()
     symbols: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
+    derive: Callable[[dict], dict] | None = None
 
     def __post_init__(self):
         if self.kind not in {"numeric", "symbolic", "choice"}:
@@ -114,6 +123,24 @@ class Question:
     def expected(self, params: dict | None = None):
         """The expected answer for ``params`` (default: the question's own)."""
         return self.answer({**self.params, **(params or {})})
+
+    def draw(self, seed: int | None) -> dict:
+        """The parameters of variant ``seed``: each entry of ``variants`` drawn by a
+        generator seeded with (seed, question id). ``None`` gives the default parameters."""
+        params = dict(self.params)
+        if seed is not None and self.variants:
+            rng = random.Random(f"{int(seed)}:{self.id}")
+            params.update({name: rng.choice(list(options))
+                           for name, options in sorted(self.variants.items())})
+        return self.derive(params) if self.derive else params
+
+    def render(self, params: dict | None = None) -> str:
+        """The prompt with the parameters filled in (``{model}`` -> ``Llama-3.1-8B``)."""
+        values = {**self.params, **(params or {})}
+        try:
+            return self.prompt.format(**values)
+        except (KeyError, IndexError, ValueError):
+            return self.prompt
 
 
 @dataclass(frozen=True)
@@ -216,7 +243,15 @@ def _as_expression(question, answer):
     raise ValueError(f"expected a sympy expression, got {type(answer).__name__}")
 
 
+def _plain_symbols(expression):
+    """Replace every symbol by a plain one of the same name, so that a student's
+    ``Symbol("n")`` equals the question's ``Symbol("n", positive=True)``."""
+    return expression.xreplace({s: sympy.Symbol(s.name) for s in expression.free_symbols
+                                if isinstance(s, sympy.Symbol)})
+
+
 def _equal(a, b) -> bool:
+    a, b = _plain_symbols(sympy.sympify(a)), _plain_symbols(sympy.sympify(b))
     difference = sympy.simplify(a - b)
     if difference == 0:
         return True
@@ -263,13 +298,36 @@ def _evaluate_choice(question, answer, params) -> CheckResult:
     return CheckResult(question.id, "incorrect", "not yet.")
 
 
-def evaluate(question, answer, params: dict | None = None) -> CheckResult:
-    """Check ``answer`` against ``question`` (a :class:`Question` or its id) without printing."""
+_ACTIVE_SEED: list = [None]
+
+
+def use_seed(seed: int | None) -> None:
+    """Select the variant of every question (a per-student notebook calls this in its first cell).
+
+    ``None`` restores the default parameters, the ones the book's text uses.
+    """
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    _ACTIVE_SEED[0] = seed
+
+
+def active_seed() -> int | None:
+    """The seed set by :func:`use_seed`, or ``None``."""
+    return _ACTIVE_SEED[0]
+
+
+def evaluate(question, answer, params: dict | None = None, seed: int | None = None) -> CheckResult:
+    """Check ``answer`` against ``question`` (a :class:`Question` or its id) without printing.
+
+    The parameters are the question's defaults, or variant ``seed``'s (default: the
+    seed set by :func:`use_seed`), updated with ``params``.
+    """
     if isinstance(question, str):
         from .questions import get_question
 
         question = get_question(question)
-    params = {**question.params, **(params or {})}
+    seed = active_seed() if seed is None else seed
+    params = {**question.draw(seed), **(params or {})}
     if answer is Ellipsis:
         return CheckResult(question.id, "not attempted", "not attempted. Replace ... with your answer.")
     if question.kind == "numeric":

@@ -16,6 +16,7 @@ from ..metrics import e2e_from_ttft_tpot
 from ..models import get_model, kv_bytes_per_token, parameter_count, weight_bytes
 
 _T1, _T, _n = sp.symbols("T_1 T n", positive=True)
+_GQA_MODELS = ("Llama-3.1-8B", "Mistral-7B", "Qwen2.5-7B", "Llama-3.1-70B", "Qwen2.5-72B")
 
 
 def _kv(p, heads="kv", factor=2.0, layers=True):
@@ -32,12 +33,13 @@ def _mean_itl(p):
 QUESTIONS = [
     Question(
         "anatomy.kv_bytes_per_token",
-        "How many bytes of KV cache does one token of Llama-3.1-8B add, in bf16? (bytes)",
+        "How many bytes of KV cache does one token of {model} add, in bf16? (bytes)",
         answer=lambda p: kv_bytes_per_token(p["model"], "bf16"),
         unit="B",
         params={"model": "Llama-3.1-8B"},
+        variants={"model": _GQA_MODELS},
         mistakes=[
-            Mistake("You used the query heads (32); the cache stores only the KV heads (8, GQA).",
+            Mistake("You used the query heads; the cache stores only the KV heads (GQA).",
                     lambda p: _kv(p, heads="query")),
             Mistake("You stored K but not V (or V but not K): the factor 2 is one key and one value.",
                     lambda p: _kv(p, factor=1.0)),
@@ -47,22 +49,25 @@ QUESTIONS = [
     ),
     Question(
         "anatomy.kv_cache_one_sequence",
-        "How large is the KV cache of one 4096-token Llama-3.1-8B sequence in bf16? (GiB)",
+        "How large is the KV cache of one {context}-token {model} sequence in bf16? (GiB)",
         answer=lambda p: kv_bytes_per_token(p["model"], "bf16") * p["context"],
         unit="GiB",
         params={"model": "Llama-3.1-8B", "context": 4096},
+        variants={"model": _GQA_MODELS, "context": (2048, 4096, 8192, 16384)},
         mistakes=[
-            Mistake("You used the query heads (32); the cache stores only the KV heads (8, GQA).",
+            Mistake("You used the query heads; the cache stores only the KV heads (GQA).",
                     lambda p: _kv(p, heads="query") * p["context"]),
         ],
     ),
     Question(
         "anatomy.tpot_from_timestamps",
-        "A request arrives at t = 0 s; its first token comes at 0.35 s and its 20th and last at "
-        "0.73 s. What is its TPOT, as vLLM defines it? (ms)",
+        "A request arrives at t = 0 s; its first token comes at {first} s and its {n}th and last at "
+        "{last} s. What is its TPOT, as vLLM defines it? (ms)",
         answer=lambda p: (p["last"] - p["first"]) / (p["n"] - 1),
         unit="ms",
-        params={"first": 0.35, "last": 0.73, "n": 20},
+        params={"first": 0.35, "n": 20, "gap": 0.02},
+        variants={"first": (0.25, 0.35, 0.5, 0.8), "n": (20, 41, 101), "gap": (0.015, 0.02, 0.025, 0.04)},
+        derive=lambda p: {**p, "last": round(p["first"] + p["gap"] * (p["n"] - 1), 4)},
         mistakes=[
             Mistake("You divided by n = 20 gaps; 20 tokens have 19 gaps after the first one.",
                     lambda p: (p["last"] - p["first"]) / p["n"]),
@@ -99,11 +104,13 @@ QUESTIONS = [
     ),
     Question(
         "anatomy.decode_floor",
-        "The fastest a single decode step can be: Llama-3.1-8B in bf16 on one H100 SXM, batch 1, "
+        "The fastest a single decode step can be: {model} in bf16 on one {accelerator}, batch 1, "
         "empty cache, at the physical bound. (ms)",
         answer=lambda p: decode_step_time(p["model"], p["accelerator"], 1, 0),
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB"},
+        variants={"model": ("Llama-3.1-8B", "Mistral-7B", "Qwen2.5-7B", "Llama-2-7B"),
+                  "accelerator": ("H100-SXM5-80GB", "A100-SXM4-80GB", "H200-SXM-141GB", "MI300X")},
         mistakes=[
             Mistake("You divided by the FLOP/s: at batch 1 the step is bound by reading the weights "
                     "(bytes / bandwidth), not by compute.",
@@ -127,15 +134,18 @@ QUESTIONS = [
     ),
     Question(
         "anatomy.batch_throughput",
-        "32 sequences decode together and each step takes 25 ms. How many output tokens per "
-        "second does the server produce? (tok/s)",
+        "{batch} sequences decode together and each step takes {step_ms:g} ms. How many output "
+        "tokens per second does the server produce? (tok/s)",
         answer=lambda p: p["batch"] / p["step"],
         unit="tok/s",
         params={"batch": 32, "step": 0.025},
+        derive=lambda p: {**p, "step_ms": round(p["step"] * 1e3, 3)},
+        variants={"batch": (16, 32, 48, 64, 96, 128)},
         mistakes=[
             Mistake("That is one sequence's rate (1 / TPOT); the batch makes 32 tokens per step.",
                     lambda p: 1 / p["step"]),
-            Mistake("Milliseconds slipped in: 25 ms is 0.025 s.", lambda p: p["batch"] / (p["step"] * 1e3)),
+            Mistake("Milliseconds slipped in: divide by the step in seconds.",
+                    lambda p: p["batch"] / (p["step"] * 1e3)),
         ],
     ),
     Question(

@@ -1,0 +1,729 @@
+"""Memory: weights, the KV cache, and the largest batch that fits on a GPU.
+
+Every running sequence keeps, for each layer and each KV head, one key and
+one value vector per token: the KV cache. On each GPU of a tensor-parallel
+group of N,
+
+* the weights take W_gpu = P x b_w / N bytes (K/V projections of replicated
+  KV heads excepted, see :func:`weight_bytes_per_gpu`);
+* one token of KV cache takes 2 x L x K_gpu x d_h x b_kv bytes, with
+  K_gpu = max(1, K / N) KV heads per GPU (:func:`kv_heads_per_gpu`);
+* the memory left for the KV cache is u x M - R - W_gpu, with u the share of
+  the GPU the server may use (vLLM's ``gpu_memory_utilization``, default 0.9)
+  and R the reserve for activations, CUDA graphs and library workspaces;
+* the largest batch of sequences of S tokens is the KV memory divided by the
+  KV bytes of one sequence, rounded down (:func:`max_batch_size`).
+
+Conventions
+-----------
+* Bytes are bytes. Capacities come from the accelerator catalog, where the
+  sheet's "80 GB" is read as 80e9 bytes; an NVIDIA "80 GB" GPU really has
+  80 GiB (nvidia-smi: 81920 MiB on an A100-80GB). Pass ``memory_bytes`` to
+  use another figure, e.g. the ``total_gpu_memory`` your server logs.
+* Defaults are explicit: ``gpu_memory_utilization=0.9`` (vLLM's default) and
+  ``reserve_bytes=0.0``. With R = 0 the results are upper bounds: a real server
+  also needs a few GiB for activations and runtime (vLLM logs them at start-up).
+* "Does not fit" is never a negative number: :func:`max_batch_size` returns 0,
+  :func:`fits` returns False and :func:`check_fits` raises a ``ValueError``
+  that names the numbers.
+
+Examples
+--------
+>>> kv_bytes_per_sequence("Llama-2-7B", 4096) / 2**30      # GiB
+2.0
+>>> max_batch_size("Llama-3.1-8B", "H100", context_len=8192)
+52
+>>> max_batch_size("Llama-3.1-405B", "H100", context_len=8192)   # weights alone exceed 80 GB
+0
+>>> kv_heads_per_gpu("Llama-3.1-70B", tensor_parallel=16)   # 8 KV heads cannot split 16 ways
+1
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validation import (
+    check_fraction,
+    check_integer,
+    check_nonnegative,
+    check_positive,
+    is_scalar_input,
+    scalar_or_array,
+)
+from .datatypes import bytes_per_element, check_dtype
+from .hardware import get_accelerator
+from .models import check_context_len, get_model, kv_bytes_per_token, parameter_count
+from .units import GB
+
+__all__ = [
+    "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DEFAULT_RESERVE_BYTES",
+    "DEFAULT_BLOCK_SIZE",
+    "valid_tensor_parallel_degrees",
+    "check_tensor_parallel",
+    "kv_heads_per_gpu",
+    "kv_head_replicas",
+    "kv_bytes_per_token_per_gpu",
+    "kv_bytes_per_sequence",
+    "kv_bytes_for_batch",
+    "kv_projection_parameter_count",
+    "weight_bytes_per_gpu",
+    "usable_memory",
+    "memory_available_for_kv",
+    "max_kv_tokens",
+    "max_batch_size",
+    "fits",
+    "check_fits",
+    "min_tensor_parallel",
+    "paged_kv_blocks",
+    "paged_kv_bytes_per_sequence",
+    "sequences_that_fit",
+    "compare_kv_allocation",
+]
+
+#: vLLM's default share of GPU memory one server may use (``--gpu-memory-utilization``).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: Default reserve for activations and runtime, in bytes: none (gives upper bounds).
+DEFAULT_RESERVE_BYTES = 0.0
+#: vLLM's default KV-cache block size on CUDA, in tokens (``--block-size``).
+DEFAULT_BLOCK_SIZE = 16
+
+# floor() of a quotient that should be a whole number can land just below it
+# in floating point (4.999999999999999); nudge by far less than one token.
+_FLOOR_NUDGE = 1e-12
+
+
+def _floor(x):
+    return np.floor(np.asarray(x, dtype=float) * (1.0 + _FLOOR_NUDGE))
+
+
+def _int_result(result, *inputs):
+    """A Python int when every input was scalar, else an int64 array."""
+    arr = np.asarray(result)
+    if is_scalar_input(*inputs):
+        return int(arr)
+    return arr.astype(np.int64)
+
+
+# ---------------------------------------------------------------- tensor parallelism
+
+def valid_tensor_parallel_degrees(model, max_degree: int | None = None) -> list[int]:
+    """Tensor-parallel degrees N that split ``model`` evenly, in increasing order.
+
+    N must divide the query heads H, and either divide the KV heads K
+    (each GPU holds K / N of them) or be a multiple of K (each KV head is
+    replicated on N / K GPUs). vLLM enforces the same rules.
+
+    Examples
+    --------
+    >>> valid_tensor_parallel_degrees("Llama-3.1-70B")
+    [1, 2, 4, 8, 16, 32, 64]
+    >>> valid_tensor_parallel_degrees("Qwen2.5-7B")     # 28 query heads, 4 KV heads
+    [1, 2, 4, 28]
+    """
+    model = get_model(model)
+    h, k = model.n_heads, model.n_kv_heads
+    top = h if max_degree is None else min(h, int(check_integer("max_degree", max_degree)))
+    return [n for n in range(1, top + 1) if h % n == 0 and (k % n == 0 or n % k == 0)]
+
+
+def check_tensor_parallel(model, tensor_parallel):
+    """Check that ``tensor_parallel`` splits ``model``'s heads evenly; return it as an array.
+
+    Raises
+    ------
+    ValueError
+        Naming the degree, the model's head counts and the degrees allowed.
+    """
+    model = get_model(model)
+    n = check_integer("tensor_parallel", tensor_parallel, minimum=1)
+    h, k = model.n_heads, model.n_kv_heads
+    ni = n.astype(np.int64)
+    bad = (h % ni != 0) | ((k % ni != 0) & (ni % k != 0))
+    if n.size and np.any(bad):
+        value = int(ni[bad].flat[0])
+        allowed = valid_tensor_parallel_degrees(model)
+        reason = (f"does not divide its {h} query heads" if h % value
+                  else f"neither divides its {k} KV heads nor is a multiple of them")
+        raise ValueError(
+            f"tensor_parallel = {value} cannot split {model.name}: {value} {reason}. "
+            f"Allowed degrees: {', '.join(map(str, allowed))}"
+        )
+    return n
+
+
+def kv_heads_per_gpu(model, tensor_parallel=1):
+    """KV heads each GPU holds: K / N, but never fewer than 1.
+
+    With N > K a KV head cannot be cut in half (a head is the unit attention
+    works on), so each GPU keeps one whole KV head and every head is
+    replicated on N / K GPUs (:func:`kv_head_replicas`).
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    tensor_parallel : int or array of int
+        GPUs the model is split across, N (see :func:`valid_tensor_parallel_degrees`).
+
+    Returns
+    -------
+    int or ndarray of int
+
+    Notes
+    -----
+    K_gpu = max(1, K / N). Same rule as vLLM's ``QKVParallelLinear``.
+
+    References
+    ----------
+    vLLM, ``vllm/model_executor/layers/linear.py``, ``QKVParallelLinear.__init__``
+    ("if tp_size >= total_num_kv_heads: num_kv_heads = 1; num_kv_head_replicas =
+    tp_size / total_num_kv_heads"), read 2026-11.
+
+    Examples
+    --------
+    >>> kv_heads_per_gpu("Llama-3.1-70B", 4)
+    2
+    >>> kv_heads_per_gpu("Llama-3.1-70B", [1, 8, 16])
+    array([8, 1, 1])
+    """
+    model = get_model(model)
+    n = check_tensor_parallel(model, tensor_parallel).astype(np.int64)
+    return _int_result(np.maximum(1, model.n_kv_heads // n), tensor_parallel)
+
+
+def kv_head_replicas(model, tensor_parallel=1):
+    """Copies of each KV head across the tensor-parallel group: max(1, N / K).
+
+    >>> kv_head_replicas("Llama-3.1-405B", 16)
+    2
+    """
+    model = get_model(model)
+    n = check_tensor_parallel(model, tensor_parallel).astype(np.int64)
+    return _int_result(np.maximum(1, n // model.n_kv_heads), tensor_parallel)
+
+
+# ---------------------------------------------------------------- KV cache bytes
+
+def kv_bytes_per_token_per_gpu(model, kv_dtype: str = "bf16", tensor_parallel=1):
+    """KV-cache bytes one token adds on each GPU: 2 x L x K_gpu x d_h x b_kv.
+
+    With ``tensor_parallel=1`` this is :func:`servingmath.models.kv_bytes_per_token`.
+    Summed over the N GPUs it is 2 L max(K, N) d_h b_kv: more than the
+    single-GPU figure once KV heads are replicated (N > K).
+
+    Examples
+    --------
+    >>> kv_bytes_per_token_per_gpu("Llama-3.1-70B", "bf16", 8)
+    40960.0
+    >>> kv_bytes_per_token_per_gpu("Llama-3.1-70B", "bf16", 16)   # not 20480: heads replicate
+    40960.0
+    """
+    model = get_model(model)
+    k_gpu = np.asarray(kv_heads_per_gpu(model, tensor_parallel), dtype=float)
+    per_token = kv_bytes_per_token(model, kv_dtype) * k_gpu / model.n_kv_heads
+    return scalar_or_array(per_token, tensor_parallel)
+
+
+def kv_bytes_per_sequence(model, context_len, kv_dtype: str = "bf16"):
+    """KV-cache bytes of one sequence of ``context_len`` tokens: its whole cache, all KV heads.
+
+    For one GPU's share under tensor parallelism see :func:`kv_bytes_for_batch`.
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    context_len : int or array of int
+        Tokens in the sequence's cache, 0 <= S <= the model's maximum.
+    kv_dtype : str
+        Data type of the cache (``"bf16"``, ``"fp8"``, ...).
+
+    Returns
+    -------
+    float or ndarray
+        S x 2 x L x K x d_h x b_kv bytes.
+
+    Notes
+    -----
+    The 2 counts one key and one value vector per KV head, layer and token.
+    K is the number of *KV* heads: H for multi-head attention (MHA), 1 for
+    multi-query attention (MQA), in between for grouped-query attention (GQA).
+    Sliding-window models (Mistral-7B) could keep only the window; this
+    function counts every token.
+
+    References
+    ----------
+    Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023
+    (arXiv:2211.05102), section 2 (KV cache size).
+
+    Examples
+    --------
+    >>> kv_bytes_per_sequence("Llama-3.1-8B", [1024, 8192], "fp8") / 2**20   # MiB
+    array([ 64., 512.])
+    """
+    model = get_model(model)
+    s = check_context_len(model, context_len)
+    return scalar_or_array(s * kv_bytes_per_token(model, kv_dtype), context_len)
+
+
+def kv_bytes_for_batch(model, batch_size, context_len, kv_dtype: str = "bf16", tensor_parallel=1):
+    """KV-cache bytes of ``batch_size`` sequences of ``context_len`` tokens, **on each GPU**.
+
+    B x S x 2 x L x K_gpu x d_h x b_kv. With ``tensor_parallel=1`` it is the
+    whole cache; for the total over a tensor-parallel group multiply by N.
+
+    Examples
+    --------
+    >>> kv_bytes_for_batch("Llama-2-7B", 64, 4096) / 2**30     # GiB: more than an 80 GB GPU
+    128.0
+    >>> kv_bytes_for_batch("Llama-3.1-70B", 32, 8192, tensor_parallel=4) / 1e9   # GB per GPU
+    21.47483648
+    """
+    model = get_model(model)
+    b = check_integer("batch_size", batch_size, minimum=0)
+    s = check_context_len(model, context_len)
+    per_token = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype, tensor_parallel))
+    return scalar_or_array(b * s * per_token, batch_size, context_len, tensor_parallel)
+
+
+# ---------------------------------------------------------------- weights
+
+def kv_projection_parameter_count(model) -> int:
+    """Parameters of the key and value projections of all layers: L x 2 x (D x K x d_h [+ K x d_h bias]).
+
+    >>> kv_projection_parameter_count("Llama-3.1-70B")
+    1342177280
+    """
+    model = get_model(model)
+    per_layer = 2 * model.hidden_size * model.n_kv_heads * model.head_dim
+    if model.qkv_bias:
+        per_layer += 2 * model.n_kv_heads * model.head_dim
+    return model.n_layers * per_layer
+
+
+def weight_bytes_per_gpu(model, weight_dtype: str = "bf16", tensor_parallel=1):
+    """Bytes of weights each GPU holds with tensor parallelism of degree N.
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    weight_dtype : str
+        Storage data type of the weights (``"bf16"``, ``"fp8"``, ``"int4"``...).
+    tensor_parallel : int or array of int
+        N, see :func:`valid_tensor_parallel_degrees`.
+
+    Returns
+    -------
+    float or ndarray
+
+    Notes
+    -----
+    W_gpu = b_w x [(P - P_kv) / N + P_kv x K_gpu / K], with P_kv the key/value
+    projection parameters (:func:`kv_projection_parameter_count`). When N <= K
+    this is exactly P b_w / N; when N > K each GPU also keeps the projection
+    of its replicated KV head. Norm weights and MoE routers, also replicated
+    in practice, are below 0.01 % of the parameters and are split here.
+
+    Examples
+    --------
+    >>> weight_bytes_per_gpu("Llama-3.1-70B", "bf16", 8) / 1e9
+    17.638426624
+    >>> round(weight_bytes_per_gpu("Llama-3.1-405B", "bf16", 16) / 1e9, 2)   # 50.73 + replicated K/V
+    51.26
+    """
+    model = get_model(model)
+    check_dtype(weight_dtype, "weight_dtype")
+    n = check_tensor_parallel(model, tensor_parallel)
+    k_gpu = np.asarray(kv_heads_per_gpu(model, tensor_parallel), dtype=float)
+    p_kv = kv_projection_parameter_count(model)
+    p_rest = parameter_count(model) - p_kv
+    params = p_rest / n + p_kv * k_gpu / model.n_kv_heads
+    return scalar_or_array(params * bytes_per_element(weight_dtype), tensor_parallel)
+
+
+# ---------------------------------------------------------------- memory budget
+
+def usable_memory(accelerator, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                  reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None):
+    """Bytes a server may fill with weights and KV cache on one GPU: u x M - R (may be negative).
+
+    ``memory_bytes`` (M) defaults to the accelerator's catalog capacity.
+
+    >>> usable_memory("H100") / 1e9
+    72.0
+    """
+    acc = get_accelerator(accelerator)
+    m = check_positive("memory_bytes", acc.memory_bytes if memory_bytes is None else memory_bytes)
+    u = check_fraction("gpu_memory_utilization", gpu_memory_utilization)
+    r = check_nonnegative("reserve_bytes", reserve_bytes)
+    return scalar_or_array(u * m - r, gpu_memory_utilization, reserve_bytes, memory_bytes)
+
+
+def _kv_budget(model, accelerator, weight_dtype, tensor_parallel, gpu_memory_utilization,
+               reserve_bytes, memory_bytes):
+    """Signed KV budget per GPU: u M - R - W_gpu (negative: the weights do not fit)."""
+    usable = np.asarray(usable_memory(accelerator, gpu_memory_utilization, reserve_bytes, memory_bytes))
+    return usable - np.asarray(weight_bytes_per_gpu(model, weight_dtype, tensor_parallel))
+
+
+def memory_available_for_kv(model, accelerator, weight_dtype: str = "bf16", tensor_parallel=1,
+                            gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                            reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None):
+    """Bytes left for the KV cache on each GPU: max(0, u x M - R - W_gpu).
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    accelerator : str or Accelerator
+    weight_dtype : str
+    tensor_parallel : int or array of int
+    gpu_memory_utilization : float in (0, 1]
+        Share u of the GPU's memory the server may use. Default 0.9, vLLM's default.
+    reserve_bytes : float
+        R: memory the server needs besides weights and KV cache (activations
+        of the largest forward pass, CUDA graphs, NCCL and cuBLAS workspaces),
+        within the u x M. Default 0: an upper bound. vLLM logs it at start-up as
+        "non_torch_memory" plus "PyTorch activation peak memory".
+    memory_bytes : float or None
+        M; default the catalog's capacity (spec-sheet GB read as decimal).
+
+    Returns
+    -------
+    float or ndarray
+        Bytes per GPU; 0 when the weights alone do not fit (see :func:`check_fits`).
+
+    Notes
+    -----
+    M_kv = u M - R - W_gpu, the same bookkeeping as vLLM's memory profiler:
+    "the current vLLM instance can use total_gpu_memory x gpu_memory_utilization";
+    the rest after weights, non-torch memory and the activation peak is "reserved
+    for KV Cache".
+
+    References
+    ----------
+    vLLM engine arguments, ``--gpu-memory-utilization`` (default 0.9),
+    https://docs.vllm.ai/en/latest/ (read 2026-11); vLLM PR #10511 (2024-12),
+    memory profiling log of Meta-Llama-3-8B on an H100-80GB.
+
+    Examples
+    --------
+    >>> round(memory_available_for_kv("Llama-3.1-8B", "H100") / 1e9, 2)
+    55.94
+    >>> # the log of vLLM PR #10511: 79.22 GiB total, 1.79 + 1.26 GiB reserve
+    >>> GiB = 2**30
+    >>> round(memory_available_for_kv("Llama-3.1-8B", "H100", memory_bytes=79.22 * GiB,
+    ...                               reserve_bytes=(1.79 + 1.26) * GiB) / GiB, 2)
+    53.29
+    """
+    budget = _kv_budget(model, accelerator, weight_dtype, tensor_parallel,
+                        gpu_memory_utilization, reserve_bytes, memory_bytes)
+    return scalar_or_array(np.maximum(budget, 0.0), tensor_parallel, gpu_memory_utilization,
+                           reserve_bytes, memory_bytes)
+
+
+def max_kv_tokens(model, accelerator, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                  tensor_parallel=1, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                  reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None, block_size=1):
+    """Tokens of KV cache that fit: floor(M_kv / (block x kv_gpu)) x block.
+
+    What vLLM logs as "GPU KV cache size: ... tokens" (it counts whole blocks
+    of ``block_size`` tokens; the default 1 counts single tokens). The tokens
+    are shared by all running sequences.
+
+    >>> max_kv_tokens("Llama-3.1-8B", "H100")
+    426784
+    >>> max_kv_tokens("Llama-3.1-8B", "H100", block_size=16)
+    426784
+    """
+    bs = check_integer("block_size", block_size, minimum=1)
+    kv = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype, tensor_parallel))
+    avail = np.asarray(memory_available_for_kv(model, accelerator, weight_dtype, tensor_parallel,
+                                               gpu_memory_utilization, reserve_bytes, memory_bytes))
+    tokens = _floor(avail / (bs * kv)) * bs
+    return _int_result(tokens, tensor_parallel, gpu_memory_utilization, reserve_bytes,
+                       memory_bytes, block_size)
+
+
+def max_batch_size(model, accelerator, context_len, weight_dtype: str = "bf16",
+                   kv_dtype: str = "bf16", tensor_parallel=1,
+                   gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                   reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None, block_size=1):
+    """The largest number of sequences of ``context_len`` tokens whose KV cache fits.
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    accelerator : str or Accelerator
+    context_len : int or array of int
+        Tokens each sequence holds, 1 <= S <= the model's maximum.
+    weight_dtype, kv_dtype : str
+        Storage data types of the weights and of the KV cache (default bf16).
+    tensor_parallel : int or array of int
+        N GPUs share the weights and the KV heads (default 1).
+    gpu_memory_utilization : float in (0, 1]
+        u, default 0.9 (vLLM's default).
+    reserve_bytes : float
+        R, activations and runtime per GPU, default 0 (an upper bound).
+    memory_bytes : float or None
+        M per GPU, default the catalog's capacity (spec-sheet GB, decimal).
+    block_size : int
+        Tokens per KV block (paged cache). Each sequence takes whole blocks:
+        ceil(S / block) of them. Default 1: no rounding.
+
+    Returns
+    -------
+    int or ndarray of int
+        B_max >= 0. It is 0 when not even one sequence fits, which includes a
+        model whose weights alone exceed the memory; :func:`check_fits` turns
+        that into an error naming the numbers.
+
+    Notes
+    -----
+    B_max = floor((u M - R - W_gpu) / (S x 2 L K_gpu d_h b_kv)), with
+    W_gpu = P b_w / N and K_gpu = max(1, K / N). For N <= K this is
+    floor((N (u M - R) - P b_w) / (S x 2 L K d_h b_kv)): the pooled memory of
+    the N GPUs, minus all weights, over the whole cache of one sequence.
+
+    References
+    ----------
+    Kwon et al., "Efficient Memory Management for Large Language Model Serving
+    with PagedAttention", SOSP 2023 (arXiv:2309.06180).
+
+    Examples
+    --------
+    >>> max_batch_size("Llama-3.1-8B", "H100", [2048, 8192, 32768, 131072])
+    array([208,  52,  13,   3])
+    >>> max_batch_size("Llama-3.1-70B", "H100", 8192, tensor_parallel=[2, 4, 8])
+    array([  1,  54, 162])
+    """
+    model = get_model(model)
+    s = check_context_len(model, context_len)
+    if s.size and np.any(s < 1):
+        raise ValueError(f"context_len must be >= 1 token to size a batch, got {s[s < 1].flat[0]:g}")
+    bs = check_integer("block_size", block_size, minimum=1)
+    kv = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype, tensor_parallel))
+    avail = np.asarray(memory_available_for_kv(model, accelerator, weight_dtype, tensor_parallel,
+                                               gpu_memory_utilization, reserve_bytes, memory_bytes))
+    blocks = _floor(avail / (bs * kv))
+    blocks_per_sequence = np.ceil(s / bs)
+    result = _floor(blocks / blocks_per_sequence)
+    return _int_result(result, context_len, tensor_parallel, gpu_memory_utilization,
+                       reserve_bytes, memory_bytes, block_size)
+
+
+def fits(model, accelerator, context_len, batch_size=1, **kwargs):
+    """True where ``batch_size`` sequences of ``context_len`` tokens fit (weights included).
+
+    Keyword arguments are those of :func:`max_batch_size`.
+
+    >>> fits("Llama-3.1-405B", "H100", 8192)
+    False
+    >>> fits("Llama-3.1-405B", "H100", 8192, weight_dtype="fp8", tensor_parallel=8)
+    True
+    """
+    b = check_integer("batch_size", batch_size, minimum=1)
+    result = np.asarray(max_batch_size(model, accelerator, context_len, **kwargs)) >= b
+    if is_scalar_input(context_len, batch_size, *kwargs.values()):
+        return bool(result)
+    return result
+
+
+def _fmt_gb(x: float) -> str:
+    return f"{x / GB:.1f} GB"
+
+
+def check_fits(model, accelerator, context_len, batch_size=1, weight_dtype: str = "bf16",
+               kv_dtype: str = "bf16", tensor_parallel=1,
+               gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+               reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None, block_size=1) -> int:
+    """Raise a ``ValueError`` that names the numbers unless the batch fits; return B_max if it does.
+
+    Scalars only.
+
+    Raises
+    ------
+    ValueError
+        If the weights alone exceed the usable memory, or if the KV cache of
+        ``batch_size`` sequences does not fit in what the weights leave.
+
+    Examples
+    --------
+    >>> check_fits("Llama-3.1-8B", "H100", 8192, batch_size=32)
+    52
+    >>> check_fits("Llama-3.1-405B", "H100", 8192)
+    Traceback (most recent call last):
+    ...
+    ValueError: Llama-3.1-405B does not fit on H100-SXM5-80GB with tensor_parallel=1: its bf16 weights take 811.7 GB per GPU, but only 72.0 GB is usable (0.9 x 80.0 GB - 0.0 GB reserve). Smallest tensor_parallel that fits: 16; or store the weights in fewer bytes (fp8, int4).
+    """
+    values = (context_len, batch_size, tensor_parallel, gpu_memory_utilization, reserve_bytes,
+              memory_bytes, block_size)
+    if not is_scalar_input(*[v for v in values if v is not None]):
+        raise ValueError("check_fits takes scalars only; use fits() or max_batch_size() for arrays")
+    model = get_model(model)
+    acc = get_accelerator(accelerator)
+    options = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, tensor_parallel=tensor_parallel,
+                   gpu_memory_utilization=gpu_memory_utilization, reserve_bytes=reserve_bytes,
+                   memory_bytes=memory_bytes, block_size=block_size)
+    b_max = max_batch_size(model, acc, context_len, **options)
+    b = int(check_integer("batch_size", batch_size, minimum=1))
+    if b_max >= b:
+        return b_max
+    m = acc.memory_bytes if memory_bytes is None else float(memory_bytes)
+    usable = usable_memory(acc, gpu_memory_utilization, reserve_bytes, memory_bytes)
+    weights = weight_bytes_per_gpu(model, weight_dtype, tensor_parallel)
+    where = f"{model.name} does not fit on {acc.name} with tensor_parallel={int(tensor_parallel)}"
+    budget = (f"only {_fmt_gb(usable)} is usable ({float(gpu_memory_utilization):g} x "
+              f"{_fmt_gb(m)} - {_fmt_gb(float(reserve_bytes))} reserve)")
+    try:
+        smallest = min_tensor_parallel(model, acc, context_len, batch_size=b,
+                                       **{k: v for k, v in options.items() if k != "tensor_parallel"})
+        advice = f"Smallest tensor_parallel that fits: {smallest}"
+    except ValueError:
+        advice = "No tensor-parallel degree makes it fit"
+    if weights > usable:
+        raise ValueError(f"{where}: its {weight_dtype} weights take {_fmt_gb(weights)} per GPU, "
+                         f"but {budget}. {advice}; or store the weights in fewer bytes (fp8, int4).")
+    need = kv_bytes_for_batch(model, b, context_len, kv_dtype, tensor_parallel)
+    raise ValueError(f"{where}: batch_size={b} x context_len={int(context_len)} needs "
+                     f"{_fmt_gb(need)} of {kv_dtype} KV cache per GPU, but the weights "
+                     f"({_fmt_gb(weights)}) leave {_fmt_gb(usable - weights)} of the {_fmt_gb(usable)} "
+                     f"usable: the largest batch is {b_max}. {advice}; or shorten the context, "
+                     "or store the KV cache in fp8.")
+
+
+def min_tensor_parallel(model, accelerator, context_len, batch_size=1, **kwargs) -> int:
+    """The smallest valid tensor-parallel degree with which ``batch_size`` sequences fit.
+
+    Keyword arguments are those of :func:`max_batch_size` (except ``tensor_parallel``).
+
+    Raises
+    ------
+    ValueError
+        If no degree up to the number of query heads is enough.
+
+    Examples
+    --------
+    >>> min_tensor_parallel("Llama-3.1-405B", "H100", 8192)
+    16
+    >>> min_tensor_parallel("Llama-3.1-405B", "H100", 8192, weight_dtype="fp8")
+    8
+    """
+    model = get_model(model)
+    if "tensor_parallel" in kwargs:
+        raise ValueError("min_tensor_parallel chooses tensor_parallel itself; do not pass it")
+    degrees = valid_tensor_parallel_degrees(model)
+    found = np.asarray(max_batch_size(model, accelerator, context_len, tensor_parallel=degrees,
+                                      **kwargs)) >= int(check_integer("batch_size", batch_size))
+    if not np.any(found):
+        raise ValueError(f"{model.name} with batch_size={batch_size} x context_len={context_len} "
+                         f"does not fit at any tensor_parallel up to {degrees[-1]}")
+    return degrees[int(np.argmax(found))]
+
+
+# ---------------------------------------------------------------- paging
+
+def paged_kv_blocks(context_len, block_size=DEFAULT_BLOCK_SIZE):
+    """KV blocks a sequence of ``context_len`` tokens occupies: ceil(S / block_size).
+
+    >>> paged_kv_blocks(1000)
+    63
+    >>> paged_kv_blocks([16, 17, 32])
+    array([1, 2, 2])
+    """
+    s = check_nonnegative("context_len", context_len)
+    check_integer("context_len", s, minimum=0)
+    bs = check_integer("block_size", block_size, minimum=1)
+    return _int_result(np.ceil(s / bs), context_len, block_size)
+
+
+def paged_kv_bytes_per_sequence(model, context_len, kv_dtype: str = "bf16",
+                                block_size=DEFAULT_BLOCK_SIZE):
+    """Bytes a sequence holds in a paged cache: whole blocks, ceil(S / block) x block x kv_token.
+
+    At most block_size - 1 token slots per sequence are empty (its last block).
+
+    >>> paged_kv_bytes_per_sequence("Llama-2-7B", 1000) / kv_bytes_per_sequence("Llama-2-7B", 1000)
+    1.008
+    """
+    model = get_model(model)
+    check_context_len(model, context_len)
+    blocks = np.asarray(paged_kv_blocks(context_len, block_size), dtype=float)
+    result = blocks * np.asarray(block_size, dtype=float) * kv_bytes_per_token(model, kv_dtype)
+    return scalar_or_array(result, context_len, block_size)
+
+
+def sequences_that_fit(kv_budget_bytes, bytes_per_sequence) -> int:
+    """How many sequences, admitted in order, fit in ``kv_budget_bytes``.
+
+    The count n of leading entries with sum(bytes_per_sequence[:n]) <= budget.
+
+    >>> sequences_that_fit(10, [3, 3, 3, 3])
+    3
+    """
+    budget = float(check_nonnegative("kv_budget_bytes", kv_budget_bytes))
+    sizes = check_nonnegative("bytes_per_sequence", bytes_per_sequence).ravel()
+    return int(np.searchsorted(np.cumsum(sizes) * (1.0 - _FLOOR_NUDGE), budget, side="right"))
+
+
+def compare_kv_allocation(model, context_lens, kv_budget_bytes, reserved_len,
+                          kv_dtype: str = "bf16", block_size=DEFAULT_BLOCK_SIZE) -> dict:
+    """Sequences that fit when each reserves ``reserved_len`` tokens, versus paged and exact allocation.
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    context_lens : array of int
+        Actual lengths of the requests, in admission order.
+    kv_budget_bytes : float
+        Memory for the KV cache (e.g. :func:`memory_available_for_kv`).
+    reserved_len : int
+        Tokens a contiguous allocator reserves per request (the maximum length).
+    kv_dtype : str
+    block_size : int
+        Tokens per block of the paged allocator (vLLM's default: 16).
+
+    Returns
+    -------
+    dict
+        ``reserved``, ``paged``, ``exact``: sequences admitted by each scheme;
+        ``reserved_waste``, ``paged_waste``: share of the memory each scheme
+        holds for its admitted sequences that holds no token (0 to 1).
+
+    Examples
+    --------
+    >>> r = compare_kv_allocation("Llama-2-7B", [500] * 100, 2**32, reserved_len=4096)
+    >>> r["reserved"], r["paged"], r["exact"]
+    (2, 16, 16)
+    >>> round(r["reserved_waste"], 3), round(r["paged_waste"], 3)
+    (0.878, 0.023)
+    """
+    model = get_model(model)
+    lens = check_context_len(model, context_lens, name="context_lens").ravel()
+    if lens.size == 0:
+        raise ValueError("context_lens must hold at least one request length")
+    reserved = int(check_context_len(model, reserved_len, name="reserved_len"))
+    if np.any(lens > reserved):
+        raise ValueError(f"context_lens holds {int(lens.max())} tokens, more than "
+                         f"reserved_len = {reserved}")
+    budget = float(check_nonnegative("kv_budget_bytes", kv_budget_bytes))
+    per_token = kv_bytes_per_token(model, kv_dtype)
+    exact = lens * per_token
+    paged = np.asarray(paged_kv_bytes_per_sequence(model, lens, kv_dtype, block_size))
+    n_reserved = min(lens.size, int(_floor(budget / (reserved * per_token))))
+    n_paged = sequences_that_fit(budget, paged)
+    n_exact = sequences_that_fit(budget, exact)
+
+    def waste(held, count):
+        if count == 0:
+            return 0.0
+        return float(1.0 - exact[:count].sum() / held)
+
+    return {
+        "reserved": n_reserved,
+        "paged": n_paged,
+        "exact": n_exact,
+        "reserved_waste": waste(n_reserved * reserved * per_token, n_reserved),
+        "paged_waste": waste(paged[:n_paged].sum(), n_paged),
+    }

@@ -1,0 +1,266 @@
+"""Questions of chapter 08, "Tensor parallelism and the 8-GPU node".
+
+Every expected answer is computed by the library from the question's
+parameters, and so is every known mistake (one-way versus bidirectional
+NVLink, one all-reduce per layer instead of two, the factor 2(N-1)/N,
+per-GPU versus total throughput, KV heads that replicate past N = K, a
+knee multiplied by N...), so a variant with other parameters keeps its hints.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from .. import symbolic
+from ..checks import Mistake, Question
+from ..decode import decode_step_parts
+from ..hardware import get_accelerator
+from ..memory import kv_bytes_per_token_per_gpu, min_tensor_parallel
+from ..models import get_model, kv_bytes_per_token
+from ..parallelism import (NCCL_NVLINK_ALLREDUCE, allreduce_time, per_gpu_throughput,
+                           ring_allreduce_bytes, tensor_parallel_communication_time,
+                           tensor_parallel_decode_time, tp_knee_batch_size, tpot_slo_batch_size)
+
+_alpha, _beta, _m = sp.symbols("alpha beta m", positive=True)
+_N, _F, _W, _b_w = symbolic.N, symbolic.F, symbolic.W, symbolic.b_w
+
+_LLAMA70, _H100 = "Llama-3.1-70B", "H100-SXM5-80GB"
+_NCCL = {"alpha": 0.6e-6, "alpha0": 6.6e-6}
+_REAL = {"mfu": 0.6, "mbu": 0.65, **NCCL_NVLINK_ALLREDUCE}
+
+
+def _message(p):
+    """Bytes of one decode all-reduce: B x D x 2 (bf16)."""
+    return p["batch"] * get_model(p["model"]).hidden_size * 2.0
+
+
+def _link(p):
+    return get_accelerator(p["accelerator"]).interconnect_bandwidth
+
+
+def _step_comm(p, per_layer=2, latency=True, base=True, bytes_=True):
+    one = allreduce_time(_message(p) if bytes_ else 0.0, p["tp"], _link(p),
+                         p["alpha"] if latency else 0.0, p["alpha0"] if (latency and base) else 0.0)
+    return per_layer * get_model(p["model"]).n_layers * one
+
+
+def _tpot_without_kv_split(p):
+    parts = decode_step_parts(p["model"], p["accelerator"], p["batch"], p["context"], tensor_parallel=p["tp"])
+    return tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"], p["tp"]) \
+        - parts["kv_memory"] + parts["kv_memory"] * p["tp"]
+
+
+def _tpot_without_comm(p):
+    return tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"], p["tp"]) \
+        - tensor_parallel_communication_time(p["model"], p["accelerator"], p["batch"], p["tp"])
+
+
+def _knee(p, **over):
+    kw = {"mfu": p["mfu"], "mbu": p["mbu"], **over}
+    return tp_knee_batch_size(p["model"], p["accelerator"], tensor_parallel=p["tp"], **kw)
+
+
+def _per_gpu_at_fixed_batch(p, n):
+    return per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"], n, **_REAL)
+
+
+QUESTIONS = [
+    Question(
+        "parallelism.ring_bytes",
+        "In one ring all-reduce of a decode step's activations (Llama-3.1-70B, batch 64, bf16, TP = 8), "
+        "how many bytes does each GPU send? (bytes)",
+        answer=lambda p: ring_allreduce_bytes(_message(p), p["tp"]),
+        unit="B",
+        params={"model": _LLAMA70, "batch": 64, "tp": 8},
+        mistakes=[
+            Mistake("That is one phase only (the reduce-scatter). A ring all-reduce is a reduce-scatter "
+                    "and an all-gather: 2 (N - 1) / N of the message.",
+                    lambda p: (p["tp"] - 1) / p["tp"] * _message(p)),
+            Mistake("You sent the message once; the ring moves 2 (N - 1) / N of it (1.75x for N = 8).",
+                    lambda p: _message(p)),
+            Mistake("Each of the 2 (N - 1) steps sends one 1/N chunk, not the whole message.",
+                    lambda p: 2 * (p["tp"] - 1) * _message(p)),
+        ],
+    ),
+    Question(
+        "parallelism.allreduce_us",
+        "How long does that all-reduce take on H100 SXM NVLink at the physical bound (alpha = 0)? (µs)",
+        answer=lambda p: allreduce_time(_message(p), p["tp"], _link(p)),
+        unit="us",
+        params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "tp": 8},
+        mistakes=[
+            Mistake("NVLink 4's 900 GB/s counts both directions; a ring sends one way, at 450 GB/s.",
+                    lambda p: allreduce_time(_message(p), p["tp"], 2 * _link(p))),
+            Mistake("You left out the ring factor 2 (N - 1) / N: each GPU sends 1.75x the message for N = 8.",
+                    lambda p: _message(p) / _link(p)),
+        ],
+    ),
+    Question(
+        "parallelism.comm_per_step",
+        "All-reduce time of one decode step of Llama-3.1-70B, batch 64, TP = 8 on H100 NVLink, with NCCL's "
+        "latencies (alpha_0 = 6.6 µs per call, alpha = 0.6 µs per ring step) and 450 GB/s. (ms)",
+        answer=lambda p: _step_comm(p),
+        unit="ms",
+        params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "tp": 8, **_NCCL},
+        mistakes=[
+            Mistake("Each layer has two all-reduces (after attention and after the FFN), not one.",
+                    lambda p: _step_comm(p, per_layer=1)),
+            Mistake("You counted only the latencies; the bytes take time too (2 (N - 1)/N x m / beta).",
+                    lambda p: _step_comm(p, bytes_=False)),
+            Mistake("You left out alpha_0, the fixed cost of every call.",
+                    lambda p: _step_comm(p, base=False)),
+            Mistake("That is one all-reduce; a step has 2 per layer, 160 for 80 layers.",
+                    lambda p: _step_comm(p, per_layer=1) / get_model(p["model"]).n_layers),
+        ],
+    ),
+    Question(
+        "parallelism.tpot_tp8",
+        "TPOT of Llama-3.1-70B on 8 x H100 SXM with TP = 8: batch 64, 2048 tokens of context per sequence, "
+        "bf16, physical bound (MFU = MBU = 1, alpha = 0), hybrid overlap. (ms)",
+        answer=lambda p: tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"],
+                                                     p["tp"]),
+        unit="ms",
+        params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "context": 2048, "tp": 8},
+        mistakes=[
+            Mistake("Each GPU holds 1/N of the KV heads (one of Llama-3.1-70B's 8 at TP = 8), so it reads "
+                    "1/N of the KV cache.", _tpot_without_kv_split),
+            Mistake("You left out the all-reduces: T(1) / 8 is linear scaling, which TP never quite reaches. "
+                    "Add 2 L all-reduces of B x D x 2 bytes.", _tpot_without_comm),
+        ],
+    ),
+    Question(
+        "parallelism.per_gpu_throughput",
+        "Llama-3.1-70B, TP = 8 on H100, batch 256, 2048 tokens of context, realistic settings "
+        "(MFU 0.6, MBU 0.65, NCCL latencies, link efficiency 0.8): output tokens/s per GPU? (tok/s)",
+        answer=lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"], p["tp"],
+                                            **_REAL),
+        unit="tok/s",
+        params={"model": _LLAMA70, "accelerator": _H100, "batch": 256, "context": 2048, "tp": 8},
+        mistakes=[
+            Mistake("That is the whole replica's throughput, B / T; per GPU divide by N = 8.",
+                    lambda p: p["tp"] * per_gpu_throughput(p["model"], p["accelerator"], p["batch"],
+                                                           p["context"], p["tp"], **_REAL)),
+            Mistake("That is the physical bound; the question asks for the realistic settings.",
+                    lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"],
+                                                 p["tp"])),
+            Mistake("That is one sequence's rate, 1 / TPOT.",
+                    lambda p: 1 / tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"],
+                                                              p["context"], p["tp"], **_REAL)),
+        ],
+    ),
+    Question(
+        "parallelism.knee",
+        "The knee B* (weight matmuls turn compute-bound) of Llama-3.1-70B on 8 x H100 with TP = 8, "
+        "MFU 0.6 and MBU 0.65: how many sequences in the whole batch? (a number)",
+        answer=lambda p: _knee(p),
+        params={"model": _LLAMA70, "accelerator": _H100, "tp": 8, "mfu": 0.6, "mbu": 0.65},
+        mistakes=[
+            Mistake("N cancels: each GPU reads 1/N of the weights and does 1/N of the math, so B* is the "
+                    "same batch for the whole group; do not multiply by N.", lambda p: p["tp"] * _knee(p)),
+            Mistake("N cancels: B* counts the sequences of the whole TP group, all of which every GPU "
+                    "processes; do not divide by N.", lambda p: _knee(p) / p["tp"]),
+            Mistake("That is the peak-spec knee; scale it by MFU / MBU.", lambda p: _knee(p, mfu=1.0, mbu=1.0)),
+            Mistake("Inverted: B* grows with MFU / MBU (faster math needs a bigger batch to keep up).",
+                    lambda p: _knee(p) * (p["mbu"] / p["mfu"]) ** 2),
+        ],
+    ),
+    Question(
+        "parallelism.knee_formula",
+        "With N GPUs, weights of b_w bytes per parameter, peak FLOP/s F and bandwidth W: at which batch B* "
+        "does the time to read the weight slices, P b_w / (N W), equal the matmul time, 2 P B / (N F)? "
+        "Answer in F, W, b_w (and N if it stays).",
+        answer=lambda p: _F * _b_w / (2 * _W),
+        kind="symbolic",
+        symbols={"F": _F, "W": _W, "b_w": _b_w, "N": _N},
+        mistakes=[
+            Mistake("N cancels: both sides carry 1/N.", lambda p: _N * _F * _b_w / (2 * _W)),
+            Mistake("N cancels: both sides carry 1/N.", lambda p: _F * _b_w / (2 * _W * _N)),
+            Mistake("A multiply-add is 2 FLOPs: the matmul time is 2 P B / (N F).", lambda p: _F * _b_w / _W),
+            Mistake("Upside down: B* grows with the FLOP/s and shrinks with the bandwidth.",
+                    lambda p: 2 * _W / (_F * _b_w)),
+        ],
+    ),
+    Question(
+        "parallelism.ring_formula",
+        "Derive the time of a ring all-reduce of m bytes over N GPUs, with latency alpha per ring step and "
+        "one-way link bandwidth beta (no per-call cost). Use symbolic.N and "
+        "alpha, beta, m = sp.symbols('alpha beta m', positive=True).",
+        answer=lambda p: 2 * (_N - 1) * _alpha + 2 * (_N - 1) / _N * _m / _beta,
+        kind="symbolic",
+        symbols={"alpha": _alpha, "beta": _beta, "m": _m, "N": _N},
+        mistakes=[
+            Mistake("That is the reduce-scatter alone; the all-gather takes another N - 1 steps.",
+                    lambda p: (_N - 1) * _alpha + (_N - 1) / _N * _m / _beta),
+            Mistake("Each step sends one chunk of m / N bytes, not the whole message.",
+                    lambda p: 2 * (_N - 1) * (_alpha + _m / _beta)),
+            Mistake("The bandwidth term should carry 2 (N - 1) / N: each GPU sends 2 (N - 1) chunks of m / N.",
+                    lambda p: 2 * (_N - 1) * _alpha + 2 * _m / _beta),
+            Mistake("beta is the one-way bandwidth: a bidirectional figure would halve the bandwidth term.",
+                    lambda p: 2 * (_N - 1) * _alpha + (_N - 1) / _N * _m / _beta),
+        ],
+    ),
+    Question(
+        "parallelism.kv_replicated",
+        "Llama-3.1-70B (8 KV heads) split over two 8-GPU nodes with TP = 16: how many bytes of bf16 KV "
+        "cache does one token add on each GPU? (bytes)",
+        answer=lambda p: kv_bytes_per_token_per_gpu(p["model"], "bf16", p["tp"]),
+        unit="B",
+        params={"model": _LLAMA70, "tp": 16},
+        mistakes=[
+            Mistake("A KV head cannot be split: with 16 GPUs and 8 KV heads each GPU keeps one whole head "
+                    "(each head is replicated twice), not half a head.",
+                    lambda p: kv_bytes_per_token(p["model"], "bf16") / p["tp"]),
+            Mistake("That is the whole token's cache; each GPU keeps only its KV head(s).",
+                    lambda p: kv_bytes_per_token(p["model"], "bf16")),
+        ],
+    ),
+    Question(
+        "parallelism.min_tp",
+        "Smallest TP degree ('1', '2', '4' or '8') that holds Llama-3.1-70B in bf16 plus the KV cache of 64 "
+        "sequences of 4096 tokens, in 90 % of each H100's 80 GB?",
+        answer=lambda p: str(min_tensor_parallel(p["model"], p["accelerator"], p["context"],
+                                                 batch_size=p["batch"])),
+        kind="choice",
+        choices=("1", "2", "4", "8"),
+        params={"model": _LLAMA70, "accelerator": _H100, "context": 4096, "batch": 64},
+        mistakes=[
+            Mistake("The weights fit at TP = 2 (70.6 GB per GPU of 72 GB), but the 64 x 4096-token KV cache "
+                    "needs another 43 GB per GPU there.", lambda p: "2"),
+            Mistake("141 GB of bf16 weights do not fit on one 80 GB GPU.", lambda p: "1"),
+        ],
+    ),
+    Question(
+        "parallelism.slo_batch",
+        "Llama-3.1-70B, TP = 4 on H100, 2048 tokens of context, realistic settings (MFU 0.6, MBU 0.65, NCCL "
+        "latencies, link efficiency 0.8): the largest batch whose TPOT meets 50 ms (memory aside)? (a number)",
+        answer=lambda p: tpot_slo_batch_size(p["slo"], p["model"], p["accelerator"], p["context"], p["tp"],
+                                             **_REAL),
+        params={"model": _LLAMA70, "accelerator": _H100, "context": 2048, "tp": 4, "slo": 0.050},
+        mistakes=[
+            Mistake("That is the physical bound (MFU = MBU = 1, free all-reduces); the question asks for "
+                    "the realistic settings.",
+                    lambda p: tpot_slo_batch_size(p["slo"], p["model"], p["accelerator"], p["context"], p["tp"])),
+            Mistake("You applied MFU and MBU but left the all-reduces free: their latency and bytes count too.",
+                    lambda p: tpot_slo_batch_size(p["slo"], p["model"], p["accelerator"], p["context"], p["tp"],
+                                                  mfu=_REAL["mfu"], mbu=_REAL["mbu"])),
+        ],
+    ),
+    Question(
+        "parallelism.replicas_per_gpu",
+        "On one 8 x H100 node at a fixed batch of 64 sequences per replica (2048 tokens of context, realistic "
+        "settings), which gives more output tokens/s per GPU: 'two TP=4 replicas', 'one TP=8 replica' or "
+        "'the same'?",
+        answer=lambda p: ("two TP=4 replicas" if _per_gpu_at_fixed_batch(p, 4) > 1.01 * _per_gpu_at_fixed_batch(p, 8)
+                          else "one TP=8 replica" if _per_gpu_at_fixed_batch(p, 8) > 1.01 * _per_gpu_at_fixed_batch(p, 4)
+                          else "the same"),
+        kind="choice",
+        choices=("two TP=4 replicas", "one TP=8 replica", "the same"),
+        params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "context": 2048},
+        mistakes=[
+            Mistake("The TP=8 replica's step is faster (1.7x), but it uses twice the GPUs: per GPU it "
+                    "delivers less. Compare B / (N T), not B / T.", lambda p: "one TP=8 replica"),
+            Mistake("Per replica TP=8 is 1.7x faster, not 2x, because of the all-reduce latency; per GPU the "
+                    "two TP=4 replicas win.", lambda p: "the same"),
+        ],
+    ),
+]
