@@ -39,6 +39,7 @@ import math
 import numbers
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -98,6 +99,13 @@ class Question:
         For ``kind="choice"``.
     symbols : dict
         Names -> sympy symbols, used to parse string answers of symbolic questions.
+    key_points : tuple of (str, str)
+        Conceptual questions: (what a strong answer names, a regular expression that
+        finds it in a free-text answer). ``answer`` returns the model answer; each
+        Mistake's ``answer`` returns a pattern of a wrong claim (e.g. ``"exponential"``).
+    chapter, difficulty : str
+        Where the question belongs and how hard it is (``easy``/``medium``/``hard``),
+        used by the interview drill to pick questions.
     """
 
     id: str
@@ -112,10 +120,17 @@ class Question:
     symbols: dict = field(default_factory=dict)
     variants: dict = field(default_factory=dict)
     derive: Callable[[dict], dict] | None = None
+    key_points: tuple = ()
+    chapter: str = ""
+    difficulty: str = "medium"
 
     def __post_init__(self):
-        if self.kind not in {"numeric", "symbolic", "choice"}:
-            raise ValueError(f"kind must be 'numeric', 'symbolic' or 'choice', got {self.kind!r}")
+        if self.kind not in {"numeric", "symbolic", "choice", "conceptual"}:
+            raise ValueError(f"kind must be 'numeric', 'symbolic', 'choice' or 'conceptual', got {self.kind!r}")
+        if self.kind == "conceptual" and not self.key_points:
+            raise ValueError(f"conceptual question {self.id!r} needs key_points")
+        if self.difficulty not in {"easy", "medium", "hard"}:
+            raise ValueError(f"difficulty must be 'easy', 'medium' or 'hard', got {self.difficulty!r}")
         if self.unit is not None and self.unit not in UNIT_SCALES:
             raise ValueError(f"unit {self.unit!r} of question {self.id!r} is not a known unit")
         object.__setattr__(self, "mistakes", tuple(self.mistakes))
@@ -316,6 +331,19 @@ def active_seed() -> int | None:
     return _ACTIVE_SEED[0]
 
 
+def _evaluate_conceptual(question, answer, params) -> CheckResult:
+    if not isinstance(answer, str) or not answer.strip():
+        return CheckResult(question.id, "invalid", "not yet: write your answer as text.")
+    for mistake in question.mistakes:
+        if re.search(mistake.answer(params), answer, re.I):
+            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}")
+    missing = [point for point, pattern in question.key_points if not re.search(pattern, answer, re.I)]
+    if missing:
+        return CheckResult(question.id, "incorrect",
+                           "not yet. A strong answer also names: " + "; ".join(missing) + ".")
+    return CheckResult(question.id, "correct", "correct: it names every key point.")
+
+
 def evaluate(question, answer, params: dict | None = None, seed: int | None = None) -> CheckResult:
     """Check ``answer`` against ``question`` (a :class:`Question` or its id) without printing.
 
@@ -334,6 +362,8 @@ def evaluate(question, answer, params: dict | None = None, seed: int | None = No
         return _evaluate_numeric(question, answer, params)
     if question.kind == "symbolic":
         return _evaluate_symbolic(question, answer, params)
+    if question.kind == "conceptual":
+        return _evaluate_conceptual(question, answer, params)
     return _evaluate_choice(question, answer, params)
 
 
