@@ -46,6 +46,11 @@ eta_w = sp.Symbol("eta_W", positive=True)         # MBU
 lam = sp.Symbol("lambda", positive=True)          # arrival rate, requests/s
 rho = sp.Symbol("rho", positive=True)             # utilisation
 tau = sp.Symbol("tau", positive=True)             # TPOT SLO, seconds
+alpha = sp.Symbol("alpha", positive=True)         # latency per all-reduce hop, seconds
+beta = sp.Symbol("beta", positive=True)           # one-way link bandwidth, bytes/s
+P_body = sp.Symbol("P_body", positive=True)       # weights each token multiplies, LM head excluded
+u = sp.Symbol("u", positive=True)                 # fraction of GPU memory the server may use
+R = sp.Symbol("R", positive=True)                 # bytes reserved (activations, CUDA graphs, ...)
 
 # symbol -> (library parameter or function, meaning, SI unit)
 NOTATION = {
@@ -73,6 +78,11 @@ NOTATION = {
     lam: ("arrival_rate", "request arrival rate", "req/s"),
     rho: ("utilisation", "fraction of time the server is busy", "1"),
     tau: ("tpot_slo", "target time per output token", "s"),
+    alpha: ("allreduce_latency", "latency per all-reduce hop", "s"),
+    beta: ("Accelerator.interconnect_bandwidth", "one-way GPU-to-GPU link bandwidth", "B/s"),
+    P_body: ("prefill.body_parameter_count", "weights each token multiplies (LM head excluded)", "1"),
+    u: ("gpu_memory_utilization", "fraction of GPU memory the server may use (vLLM: 0.9)", "1"),
+    R: ("reserve_bytes", "memory kept back for activations, CUDA graphs, ...", "B"),
 }
 
 
