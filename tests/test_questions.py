@@ -41,7 +41,7 @@ def test_rejects_every_known_mistake_with_its_hint(qid):
     q = QUESTIONS[qid]
     assert q.mistakes, f"{qid} lists no known mistakes"
     for mistake in q.mistakes:
-        wrong = mistake.answer(q.params)
+        wrong = mistake.answer(q.draw(None))
         if q.kind == "numeric" and q.unit is not None:
             wrong = wrong / UNIT_SCALES[q.unit][0]
         result = evaluate(q, wrong)

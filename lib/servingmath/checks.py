@@ -137,7 +137,8 @@ class Question:
 
     def expected(self, params: dict | None = None):
         """The expected answer for ``params`` (default: the question's own)."""
-        return self.answer({**self.params, **(params or {})})
+        values = {**self.params, **(params or {})}
+        return self.answer(self.derive(values) if self.derive else values)
 
     def draw(self, seed: int | None) -> dict:
         """The parameters of variant ``seed``: each entry of ``variants`` drawn by a
@@ -356,6 +357,8 @@ def evaluate(question, answer, params: dict | None = None, seed: int | None = No
         question = get_question(question)
     seed = active_seed() if seed is None else seed
     params = {**question.draw(seed), **(params or {})}
+    if question.derive:
+        params = question.derive(params)
     if answer is Ellipsis:
         return CheckResult(question.id, "not attempted", "not attempted. Replace ... with your answer.")
     if question.kind == "numeric":

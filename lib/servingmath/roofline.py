@@ -443,7 +443,11 @@ def critical_batch_size(accelerator, weight_dtype: str = "bf16", compute_dtype: 
     ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
     m = check_fraction("mfu", mfu)
     u = check_fraction("mbu", mbu)
-    ridge = acc.peak_flops(compute_dtype) * m / (acc.memory_bandwidth * u)
+    try:
+        peak = acc.peak_flops(compute_dtype)
+    except ValueError as exc:
+        raise ValueError(f"compute_dtype: {exc}") from None
+    ridge = peak * m / (acc.memory_bandwidth * u)
     if d_in is None and d_out is None:
         return scalar_or_array(ridge * bw / 2.0, mfu, mbu)
     if d_in is None or d_out is None:
