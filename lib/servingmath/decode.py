@@ -53,7 +53,9 @@ import numpy as np
 from ._validation import check_choice, check_fraction, check_integer, scalar_or_array
 from .datatypes import bytes_per_element, check_dtype
 from .hardware import get_accelerator
-from .models import check_context_len, get_model, kv_bytes_per_token, weight_bytes, active_parameter_count
+from .models import (active_parameter_count, check_context_len, get_model, kv_bytes_per_token,
+                     parameter_count, weight_bytes)
+from .memory import kv_projection_parameter_count
 from .parallelism import tensor_parallel_communication_time
 from .roofline import combine_step_parts, OVERLAP_MODELS
 
@@ -113,9 +115,15 @@ def decode_step_parts(model, accelerator, batch_size, context_len, weight_dtype=
     flops = acc.peak_flops(compute_dtype) * m
     bandwidth = acc.memory_bandwidth * u
     kv = kv_bytes_per_token(model, kv_dtype)
+    # With N > K a KV head cannot be split: each GPU keeps one whole head (and its K/V
+    # projection weights), as vLLM's QKVParallelLinear does. Per GPU the KV bytes are
+    # kv x max(K, N) / (K N), and the weights gain the replicated K/V projections.
+    k = model.n_kv_heads
+    kv_share = np.maximum(k, n) / (k * n)
+    weight_share = 1.0 / n + (kv_projection_parameter_count(model) / parameter_count(model)) * (kv_share - 1.0 / n)
     return {
-        "weight_memory": _weights_read_bytes(model, weight_dtype, b) / (n * bandwidth),
-        "kv_memory": b * s * kv / (n * bandwidth),
+        "weight_memory": _weights_read_bytes(model, weight_dtype, b) * weight_share / bandwidth,
+        "kv_memory": b * s * kv * kv_share / bandwidth,
         "linear_compute": 2.0 * matmul_parameter_count(model) * b / (n * flops),
         "attention_compute": 4.0 * model.n_layers * model.n_heads * model.head_dim * s * b / (n * flops),
         "communication": np.asarray(tensor_parallel_communication_time(
