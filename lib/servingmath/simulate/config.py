@@ -1,0 +1,349 @@
+"""Configuration of a simulation: the server, the scheduling policy, speculative decoding.
+
+Every class here is a frozen dataclass that checks its fields when built, so
+a bad value fails at once with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .._validation import check_fraction, check_integer, check_nonnegative, check_positive
+from ..models import get_model
+from ..workloads import ClosedLoop, Poisson, Timestamps, Workload
+from .steptimes import LibraryStepTimes, LinearStepTimes
+
+__all__ = [
+    "Server",
+    "ContinuousBatching",
+    "ChunkedPrefill",
+    "StaticBatching",
+    "Disaggregated",
+    "Speculative",
+    "SimulationConfig",
+    "expected_tokens_per_step",
+]
+
+
+def _int(name, value, minimum):
+    return int(check_integer(name, value, minimum=minimum))
+
+
+@dataclass(frozen=True)
+class Server:
+    """One model instance: the model, the accelerator and how its step time is modelled.
+
+    Attributes
+    ----------
+    model, accelerator : str or config object
+        Catalog names (``"Llama-3.1-8B"``, ``"H100"``) or configs.
+    tensor_parallel, weight_dtype, kv_dtype, compute_dtype, mfu, mbu, overlap, allreduce_latency :
+        Passed to the library's step-time model (:mod:`servingmath.decode`).
+    step_overhead : float
+        Fixed seconds added to every iteration (scheduler, sampling, kernel
+        launches); 0 = the physical bound.
+    kv_capacity_tokens : int or None
+        KV-cache size in tokens. None: from the accelerators' memory,
+        (memory x N x ``memory_utilization`` - weights) / KV bytes per token;
+        unlimited for a ``step_times`` toy server.
+    memory_utilization : float
+        Fraction of memory the engine may use (vLLM's ``gpu_memory_utilization``, 0.9).
+    step_times : LinearStepTimes or None
+        A toy step-time model that replaces the library's (then leave
+        ``model`` and ``accelerator`` as None).
+    """
+
+    model: object = None
+    accelerator: object = None
+    tensor_parallel: int = 1
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    compute_dtype: str = "bf16"
+    mfu: float = 1.0
+    mbu: float = 1.0
+    overlap: str = "hybrid"
+    allreduce_latency: float = 0.0
+    step_overhead: float = 0.0
+    kv_capacity_tokens: int | None = None
+    memory_utilization: float = 0.9
+    step_times: LinearStepTimes | None = None
+
+    def __post_init__(self):
+        if self.step_times is None:
+            if self.model is None or self.accelerator is None:
+                raise ValueError("Server needs a model and an accelerator (e.g. Server('Llama-3.1-8B', "
+                                 "'H100')), or a toy step_times=LinearStepTimes(...)")
+        elif not isinstance(self.step_times, LinearStepTimes):
+            raise ValueError(f"step_times must be a LinearStepTimes or None, got {self.step_times!r}")
+        elif self.model is not None or self.accelerator is not None:
+            raise ValueError("give either model and accelerator, or step_times, not both")
+        if self.kv_capacity_tokens is not None:
+            _int("kv_capacity_tokens", self.kv_capacity_tokens, 1)
+        check_fraction("memory_utilization", self.memory_utilization)
+        check_nonnegative("step_overhead", self.step_overhead)
+
+    def build_step_times(self):
+        """The step-time object the engine calls (checks every parameter)."""
+        if self.step_times is not None:
+            return self.step_times
+        return LibraryStepTimes(self.model, self.accelerator, self.tensor_parallel, self.weight_dtype,
+                                self.kv_dtype, self.compute_dtype, self.mfu, self.mbu, self.overlap,
+                                self.allreduce_latency, self.step_overhead)
+
+    def kv_capacity(self, step_times=None) -> float:
+        """KV-cache capacity in tokens (``math.inf`` for a toy server without one)."""
+        if self.kv_capacity_tokens is not None:
+            return int(self.kv_capacity_tokens)
+        if self.step_times is not None:
+            return math.inf
+        return (step_times or self.build_step_times()).kv_capacity_tokens(self.memory_utilization)
+
+    @property
+    def max_context_len(self) -> float:
+        """The model's longest sequence in tokens (``math.inf`` for a toy server)."""
+        if self.step_times is not None:
+            return math.inf
+        return get_model(self.model).max_context_len
+
+
+@dataclass(frozen=True)
+class ContinuousBatching:
+    """Iteration-level batching with prefill first (vLLM v0, Orca).
+
+    At every step boundary, waiting requests are admitted (interactive class
+    first, then first come first served) while the batch has fewer than
+    ``max_batch_size`` sequences, their prompts fit in the KV cache and their
+    prompt tokens fit in ``max_prefill_tokens``; the admitted prompts are
+    prefilled together in one iteration while the decodes pause. Otherwise all
+    running sequences take one decode step. With ``max_batch_size=1`` this is
+    a one-at-a-time server (the M/G/1 queue).
+
+    Attributes
+    ----------
+    max_batch_size : int
+        Sequences in the batch at most (vLLM's ``max_num_seqs``, default 256).
+    max_prefill_tokens : int or None
+        Prompt tokens in one prefill iteration at most (vLLM's
+        ``max_num_batched_tokens``). None: max(2048, the model's context), vLLM v0's
+        default (no limit for a toy ``LinearStepTimes`` server). A longer prompt is refused.
+    """
+
+    max_batch_size: int = 256
+    max_prefill_tokens: int | None = None
+
+    def __post_init__(self):
+        _int("max_batch_size", self.max_batch_size, 1)
+        if self.max_prefill_tokens is not None:
+            _int("max_prefill_tokens", self.max_prefill_tokens, 1)
+
+
+@dataclass(frozen=True)
+class ChunkedPrefill:
+    """Chunked prefill with a per-iteration token budget (Sarathi-Serve, vLLM v1).
+
+    Every iteration first gives one token to each decoding sequence, then
+    fills the rest of ``token_budget`` with prompt chunks: partly prefilled
+    prompts first, then newly admitted ones (interactive first, FCFS). Decodes
+    never pause, so a long prompt no longer stalls the inter-token latency.
+
+    Attributes
+    ----------
+    token_budget : int
+        Tokens per iteration (decodes + prompt chunks), >= 1 and >= ``max_batch_size``.
+    max_batch_size : int
+        Sequences (decoding or prefilling) in the batch at most.
+    """
+
+    token_budget: int = 512
+    max_batch_size: int = 256
+
+    def __post_init__(self):
+        _int("token_budget", self.token_budget, 1)
+        _int("max_batch_size", self.max_batch_size, 1)
+        if self.token_budget < self.max_batch_size:
+            raise ValueError(
+                f"token_budget ({self.token_budget}) must be >= max_batch_size ({self.max_batch_size}): "
+                "every running sequence needs one token of the budget per iteration")
+
+
+@dataclass(frozen=True)
+class StaticBatching:
+    """Request-level (static) batching, as in a plain ``generate()`` loop.
+
+    The server waits until ``batch_size`` requests wait, or until the oldest
+    has waited ``timeout`` seconds (or no more requests can come), and runs
+    them as one batch to the end: prompts padded to the longest, one prefill,
+    then decode steps until the longest output is done. Finished sequences
+    keep their slot (their steps are still computed) and nothing joins a
+    running batch. Each request's tokens are recorded when generated (as if
+    streamed); it finishes at its own last token.
+    """
+
+    batch_size: int = 8
+    timeout: float = 0.1
+
+    def __post_init__(self):
+        _int("batch_size", self.batch_size, 1)
+        if not (isinstance(self.timeout, (int, float)) and self.timeout >= 0):
+            raise ValueError(f"timeout must be >= 0 seconds (math.inf: wait for a full batch), "
+                             f"got {self.timeout!r}")
+
+
+@dataclass(frozen=True)
+class Disaggregated:
+    """Prefill/decode disaggregation (DistServe, Splitwise): a prefill pool and a decode pool.
+
+    A request is prefilled on the prefill instance with the least queued
+    prompt tokens (prefill-only iterations of up to ``max_prefill_tokens``,
+    interactive first, FCFS), emits its first token there, then its prompt's
+    KV cache (prompt_len x KV bytes per token) moves to a decode instance in
+    ``transfer_latency + bytes / link_bandwidth`` seconds (transfers do not
+    contend). It joins the decode instance with the fewest sequences at its
+    next step boundary, once its full KV (prompt + output) fits beside the
+    others' (reservation, so the decode pool never preempts). A prefill
+    batch's prompts must fit in the prefill instance's KV cache. With a toy
+    ``LinearStepTimes`` server the KV bytes are unknown and a transfer takes
+    ``transfer_latency`` alone.
+
+    Attributes
+    ----------
+    link_bandwidth : float
+        Bytes per second between a prefill and a decode instance.
+    prefill_instances, decode_instances : int
+    max_batch_size : int
+        Sequences per decode instance at most.
+    max_prefill_tokens : int or None
+        Tokens per prefill iteration (None: as :class:`ContinuousBatching`).
+    transfer_latency : float
+        Fixed seconds per transfer.
+    prefill_server, decode_server : Server or None
+        Per-pool servers (e.g. different tensor parallelism); None: the config's server.
+    """
+
+    link_bandwidth: float
+    prefill_instances: int = 1
+    decode_instances: int = 1
+    max_batch_size: int = 256
+    max_prefill_tokens: int | None = None
+    transfer_latency: float = 0.0
+    prefill_server: Server | None = None
+    decode_server: Server | None = None
+
+    def __post_init__(self):
+        check_positive("link_bandwidth", self.link_bandwidth)
+        _int("prefill_instances", self.prefill_instances, 1)
+        _int("decode_instances", self.decode_instances, 1)
+        _int("max_batch_size", self.max_batch_size, 1)
+        if self.max_prefill_tokens is not None:
+            _int("max_prefill_tokens", self.max_prefill_tokens, 1)
+        check_nonnegative("transfer_latency", self.transfer_latency)
+        for name in ("prefill_server", "decode_server"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Server):
+                raise ValueError(f"{name} must be a Server or None, got {value!r}")
+
+
+def expected_tokens_per_step(acceptance_rate, num_draft_tokens):
+    """Expected tokens one speculative step yields: (1 - alpha^(gamma+1)) / (1 - alpha).
+
+    Each of the gamma draft tokens is accepted with probability alpha
+    (independently) until the first rejection; the verification step adds one
+    token of its own. alpha = 1 gives gamma + 1. (Leviathan et al., "Fast
+    Inference from Transformers via Speculative Decoding", ICML 2023, eq. 1.)
+
+    >>> round(expected_tokens_per_step(0.8, 4), 4)
+    3.3616
+    """
+    a = float(check_nonnegative("acceptance_rate", acceptance_rate))
+    if a > 1:
+        raise ValueError(f"acceptance_rate must be in [0, 1], got {a:g}")
+    g = _int("num_draft_tokens", num_draft_tokens, 1)
+    return float(g + 1) if a == 1 else (1 - a ** (g + 1)) / (1 - a)
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding: a draft model proposes gamma tokens, the target verifies them.
+
+    One speculative decode step costs ``num_draft_tokens`` decode steps of the
+    draft model (same batch, same accelerator) plus one verification iteration
+    of the target over gamma + 1 tokens per sequence, and yields 1 to gamma + 1
+    tokens per sequence: each draft token is accepted with probability
+    ``acceptance_rate`` until the first rejection (drawn per sequence per step
+    from the simulation's seed). The draft model also prefills each prompt.
+    Its KV cache is not counted against the target's.
+
+    Attributes
+    ----------
+    num_draft_tokens : int
+        gamma >= 1.
+    acceptance_rate : float
+        alpha in [0, 1].
+    draft_model : str or ModelConfig or None
+        The draft model, run on the server's accelerator.
+    draft_step_time : float or None
+        Instead of a draft model: a constant draft step time in seconds.
+    """
+
+    num_draft_tokens: int = 4
+    acceptance_rate: float = 0.7
+    draft_model: object = None
+    draft_step_time: float | None = None
+
+    def __post_init__(self):
+        expected_tokens_per_step(self.acceptance_rate, self.num_draft_tokens)  # validates both
+        if (self.draft_model is None) == (self.draft_step_time is None):
+            raise ValueError("Speculative needs exactly one of draft_model (a model name) or "
+                             "draft_step_time (seconds)")
+        if self.draft_step_time is not None:
+            check_positive("draft_step_time", self.draft_step_time)
+
+    @property
+    def expected_tokens_per_step(self) -> float:
+        return expected_tokens_per_step(self.acceptance_rate, self.num_draft_tokens)
+
+
+POLICIES = (ContinuousBatching, ChunkedPrefill, StaticBatching, Disaggregated)
+ARRIVALS = (Poisson, ClosedLoop, Timestamps)
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """Everything a simulation needs: ``simulate(config, seed)`` runs it.
+
+    Attributes
+    ----------
+    server : Server
+    workload : Workload
+        The requests, in arrival order.
+    arrivals : Poisson, ClosedLoop or Timestamps
+    policy : ContinuousBatching, ChunkedPrefill, StaticBatching or Disaggregated
+    speculative : Speculative or None
+    """
+
+    server: Server
+    workload: Workload
+    arrivals: object
+    policy: object = field(default_factory=ContinuousBatching)
+    speculative: Speculative | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.server, Server):
+            raise ValueError(f"server must be a Server, got {self.server!r}")
+        if not isinstance(self.workload, Workload):
+            raise ValueError(f"workload must be a Workload, got {self.workload!r}")
+        if not isinstance(self.arrivals, ARRIVALS):
+            raise ValueError(f"arrivals must be one of Poisson, ClosedLoop, Timestamps, "
+                             f"got {self.arrivals!r}")
+        if not isinstance(self.policy, POLICIES):
+            raise ValueError(f"policy must be one of ContinuousBatching, ChunkedPrefill, "
+                             f"StaticBatching, Disaggregated, got {self.policy!r}")
+        if self.speculative is not None and not isinstance(self.speculative, Speculative):
+            raise ValueError(f"speculative must be a Speculative or None, got {self.speculative!r}")
+        if self.speculative is not None and isinstance(self.policy, StaticBatching):
+            raise ValueError("speculative decoding is not simulated with StaticBatching; "
+                             "use ContinuousBatching or ChunkedPrefill")
+        if isinstance(self.arrivals, Timestamps) and len(self.arrivals.times) != len(self.workload):
+            raise ValueError(f"arrivals has {len(self.arrivals.times)} timestamps but the workload "
+                             f"has {len(self.workload)} requests")

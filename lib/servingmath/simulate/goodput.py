@@ -1,0 +1,87 @@
+"""DistServe's goodput: the highest request rate at which enough requests meet their SLOs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .._validation import check_positive
+from ..workloads import Poisson
+
+__all__ = ["slo_attainment_curve", "max_goodput_rate"]
+
+
+def _at_rate(config, rate):
+    return dataclasses.replace(config, arrivals=Poisson(float(rate)))
+
+
+def _check_slos(ttft, tpot):
+    if ttft is None and tpot is None:
+        raise ValueError("give at least one SLO: ttft and/or tpot, in seconds")
+
+
+def slo_attainment_curve(config, rates, ttft=None, tpot=None, seed=0):
+    """Fraction of requests meeting the TTFT and TPOT SLOs at each Poisson rate in ``rates``.
+
+    Every rate replays the same workload with the same seed (the arrival
+    gaps are the same exponential draws scaled by 1 / rate).
+    """
+    from . import simulate
+
+    _check_slos(ttft, tpot)
+    r = check_positive("rates", rates)
+    return np.array([simulate(_at_rate(config, x), seed).slo_attainment(ttft=ttft, tpot=tpot)
+                     for x in np.atleast_1d(r)])
+
+
+def max_goodput_rate(config, ttft=None, tpot=None, attainment=0.9, seed=0, rel_tol=0.01,
+                     initial_rate=None):
+    """DistServe's goodput: the largest Poisson rate (requests/s) at which at least
+    ``attainment`` of the requests meet both the TTFT and the TPOT SLO.
+
+    Searches by doubling/halving from ``initial_rate`` (default: the config's
+    Poisson rate, or 1 request/s) until the target is bracketed, then by
+    bisection to a relative width ``rel_tol``; returns the lower end of the
+    bracket (a rate that meets the target). 0.0 when even a trickle of
+    requests misses the target.
+
+    References
+    ----------
+    Y. Zhong et al., "DistServe", OSDI 2024, sec. 2.2 (goodput = max rate
+    under an SLO attainment goal, e.g. 90 %).
+    """
+    from . import simulate
+
+    _check_slos(ttft, tpot)
+    a = float(check_positive("attainment", attainment))
+    if a > 1:
+        raise ValueError(f"attainment must be in (0, 1], got {a:g}")
+    check_positive("rel_tol", rel_tol)
+    if initial_rate is None:
+        initial_rate = config.arrivals.rate if isinstance(config.arrivals, Poisson) else 1.0
+    rate = float(check_positive("initial_rate", initial_rate))
+
+    def ok(x):
+        return simulate(_at_rate(config, x), seed).slo_attainment(ttft=ttft, tpot=tpot) >= a
+
+    lo, hi = rate, rate
+    if ok(rate):
+        hi = rate * 2
+        while ok(hi):
+            lo, hi = hi, hi * 2
+            if hi > 1e9:
+                raise ValueError("the SLOs are met at every rate tried (up to 1e9 requests/s)")
+    else:
+        lo = rate / 2
+        while not ok(lo):
+            lo, hi = lo / 2, lo
+            if lo < rate * 1e-6:
+                return 0.0
+    while (hi - lo) > rel_tol * hi:
+        mid = 0.5 * (lo + hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

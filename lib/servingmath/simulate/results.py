@@ -1,0 +1,422 @@
+"""What a simulation returns: per-request records, token times, metrics, SLOs and goodput.
+
+Metric definitions (those of vLLM's ``benchmark_serving``)
+-----------------------------------------------------------
+* TTFT = first token time - arrival.
+* E2E = finish (last token) - arrival.
+* TPOT = (E2E - TTFT) / (output tokens - 1), per request; requests with one
+  output token have no TPOT (they count as meeting a TPOT SLO, as in vLLM).
+* ITL = the gaps between successive token emissions of a request, pooled over
+  all requests (a speculative step that yields several tokens is one emission).
+* Percentiles use numpy's default (linear interpolation), as vLLM does.
+* Throughput = tokens (or requests) / duration, where the duration runs from
+  the first arrival to the last finish.
+* Goodput (vLLM): requests per second that meet *every* given SLO.
+  Goodput (DistServe): the highest request rate at which at least a given
+  fraction of requests meets both the TTFT and the TPOT SLO
+  (:func:`servingmath.simulate.max_goodput_rate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["RequestRecord", "Records", "Summary", "Metrics", "SimulationResult", "weighted_percentile"]
+
+_PERCENTILES = (50, 90, 95, 99)
+
+
+class RequestRecord(NamedTuple):
+    """One request's record (times in seconds from the start of the simulation)."""
+
+    request_id: int
+    priority: int
+    prompt_len: int
+    output_len: int
+    arrival: float
+    scheduled: float
+    first_token: float
+    finish: float
+    preemptions: int
+
+    @property
+    def ttft(self) -> float:
+        return self.first_token - self.arrival
+
+    @property
+    def e2e(self) -> float:
+        return self.finish - self.arrival
+
+    @property
+    def tpot(self) -> float:
+        """vLLM's TPOT, (E2E - TTFT) / (output tokens - 1); NaN for one output token."""
+        if self.output_len < 2:
+            return float("nan")
+        return (self.finish - self.first_token) / (self.output_len - 1)
+
+
+@dataclass(frozen=True, eq=False)
+class Records:
+    """The records of all requests as columns (numpy arrays), indexed by request id.
+
+    ``records[i]`` is a :class:`RequestRecord`; ``records.ttft`` etc. are arrays.
+    ``scheduled`` is when the request was first admitted to a batch (its
+    prefill began); ``preemptions`` counts how often it was evicted and recomputed.
+    """
+
+    request_id: np.ndarray
+    priority: np.ndarray
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    arrival: np.ndarray
+    scheduled: np.ndarray
+    first_token: np.ndarray
+    finish: np.ndarray
+    preemptions: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.request_id.size)
+
+    def __getitem__(self, i) -> RequestRecord:
+        i = int(i)
+        return RequestRecord(i, int(self.priority[i]), int(self.prompt_len[i]), int(self.output_len[i]),
+                             float(self.arrival[i]), float(self.scheduled[i]),
+                             float(self.first_token[i]), float(self.finish[i]),
+                             int(self.preemptions[i]))
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return self.first_token - self.arrival
+
+    @property
+    def e2e(self) -> np.ndarray:
+        return self.finish - self.arrival
+
+    @property
+    def queue_delay(self) -> np.ndarray:
+        """Seconds from arrival to the first admission to a batch."""
+        return self.scheduled - self.arrival
+
+    @property
+    def tpot(self) -> np.ndarray:
+        """vLLM's TPOT per request; NaN where the output is one token."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.output_len > 1,
+                            (self.finish - self.first_token) / (self.output_len - 1), np.nan)
+
+
+def weighted_percentile(values, weights, q):
+    """Percentiles of ``values`` repeated ``weights`` times, without building the repeated array.
+
+    Equals ``np.percentile(np.repeat(values, weights), q)`` (linear interpolation).
+
+    >>> weighted_percentile([1.0, 5.0], [3, 1], [50, 100]).tolist()
+    [1.0, 5.0]
+    """
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=np.int64)
+    keep = w > 0
+    v, w = v[keep], w[keep]
+    if v.size == 0:
+        return np.full(np.shape(q), np.nan)
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w)
+    n = int(cum[-1])
+    h = (n - 1) * np.asarray(q, dtype=float) / 100.0
+    lo = np.floor(h).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    x_lo = v[np.searchsorted(cum, lo, side="right")]
+    x_hi = v[np.searchsorted(cum, hi, side="right")]
+    return x_lo + (h - lo) * (x_hi - x_lo)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean and percentiles of one latency metric, in seconds; ``count`` values went in."""
+
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    count: int
+
+    @classmethod
+    def of(cls, values, weights=None) -> "Summary":
+        v = np.asarray(values, dtype=float)
+        if weights is None:
+            v = v[~np.isnan(v)]
+            if v.size == 0:
+                return cls(*([float("nan")] * 5), 0)
+            p = np.percentile(v, _PERCENTILES)
+            return cls(float(v.mean()), *map(float, p), int(v.size))
+        w = np.asarray(weights, dtype=np.int64)
+        total = int(w.sum())
+        if total == 0:
+            return cls(*([float("nan")] * 5), 0)
+        p = weighted_percentile(v, w, _PERCENTILES)
+        return cls(float((v * w).sum() / total), *map(float, p), total)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The benchmark numbers of a run (seconds, requests/s, tokens/s)."""
+
+    n_requests: int
+    duration: float
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    ttft: Summary
+    tpot: Summary
+    itl: Summary
+    e2e: Summary
+    queue_delay: Summary
+    preemptions: int
+
+    def __str__(self) -> str:
+        lines = [
+            f"requests {self.n_requests}, duration {self.duration:.2f} s, preemptions {self.preemptions}",
+            f"throughput {self.request_throughput:.2f} requests/s, {self.output_throughput:.0f} "
+            f"output tokens/s, {self.total_token_throughput:.0f} tokens/s",
+            f"{'(ms)':<12}{'mean':>10}{'P50':>10}{'P90':>10}{'P95':>10}{'P99':>10}",
+        ]
+        for name in ("ttft", "tpot", "itl", "e2e", "queue_delay"):
+            s = getattr(self, name)
+            row = "".join(f"{x * 1e3:>10.1f}" for x in (s.mean, s.p50, s.p90, s.p95, s.p99))
+            lines.append(f"{name.upper() if name != 'queue_delay' else 'queue':<12}{row}")
+        return "\n".join(lines)
+
+
+class SimulationResult:
+    """The outcome of :func:`servingmath.simulate.simulate`.
+
+    Attributes
+    ----------
+    config : SimulationConfig
+    seed : int
+    records : Records
+        One row per request, in request (workload) order.
+    instances : list of str
+        Names of the model instances (``"server"``, or ``"prefill-0"``, ``"decode-0"``, ...).
+
+    Methods
+    -------
+    metrics(priority=None, itl=True) -> Metrics
+    token_times(request_id) -> ndarray
+    itl_values(priority=None) -> (values, weights)
+    meets_slo(ttft=None, tpot=None, e2e=None) -> bool array
+    slo_attainment(ttft=None, tpot=None, e2e=None, priority=None) -> float
+    goodput(ttft=None, tpot=None, e2e=None) -> float (requests/s)
+    timeseries(instance=0) -> dict of arrays
+    """
+
+    def kv_capacity(self, instance: int = 0) -> float:
+        """KV-cache capacity (tokens) of an instance; ``inf`` for a toy server without one."""
+        return float(self._kv_capacity[instance])
+
+    def __init__(self, config, seed, engine):
+        self.config = config
+        self.seed = seed
+        n = engine.n
+        self.records = Records(
+            request_id=np.arange(n),
+            priority=np.asarray(engine.prio, dtype=np.int64),
+            prompt_len=np.asarray(engine.prompt, dtype=np.int64),
+            output_len=np.asarray(engine.out, dtype=np.int64),
+            arrival=np.asarray(engine.arrival, dtype=float),
+            scheduled=np.asarray(engine.scheduled, dtype=float),
+            first_token=np.asarray(engine.first_token, dtype=float),
+            finish=np.asarray(engine.finish_time, dtype=float),
+            preemptions=np.asarray(engine.preemptions, dtype=np.int64),
+        )
+        self.instances = [inst.name for inst in engine.instances]
+        self._kv_capacity = [inst.kv_cap for inst in engine.instances]
+        self._segments = []
+        self._series = []
+        for inst in engine.instances:
+            seg = np.array(inst.segments, dtype=float).reshape(-1, 6)
+            self._segments.append({"t0": seg[:, 0], "k": seg[:, 1].astype(np.int64), "a": seg[:, 2],
+                                   "beta": seg[:, 3], "s0": seg[:, 4], "b": seg[:, 5]})
+            ts = np.array(inst.series, dtype=float).reshape(-1, 5)
+            self._series.append({
+                "time": ts[:, 0],
+                "running": ts[:, 1].astype(np.int64),
+                "decoding": ts[:, 2].astype(np.int64),
+                "prefill_tokens": ts[:, 3].astype(np.int64),
+                "kv_tokens": ts[:, 4],
+            })
+        self._st_inst = np.asarray(engine.st_inst, dtype=np.int64)
+        self._st_g0 = np.asarray(engine.st_g0, dtype=np.int64)
+        self._st_n = np.asarray(engine.st_n, dtype=np.int64)
+        self._extra = {rid: [tuple(p) for p in pieces] for rid, pieces in engine.extra.items()}
+        self._step_ends = [None] * len(engine.instances)
+
+    def __repr__(self) -> str:
+        return (f"SimulationResult({len(self.records)} requests, seed={self.seed}, "
+                f"policy={type(self.config.policy).__name__})")
+
+    # ---- token times ------------------------------------------------------------------------------
+    def _steps(self, inst: int) -> np.ndarray:
+        """End time of every decode step of an instance (rebuilt from its segments)."""
+        if self._step_ends[inst] is None:
+            s = self._segments[inst]
+            k_seg = s["k"]
+            seg = np.repeat(np.arange(k_seg.size), k_seg)
+            first = np.cumsum(k_seg) - k_seg
+            k = (np.arange(int(k_seg.sum())) - first[seg] + 1).astype(float)
+            a, beta, s0, b = s["a"][seg], s["beta"][seg], s["s0"][seg], s["b"][seg]
+            self._step_ends[inst] = s["t0"][seg] + (k * a + beta * (k * s0 + b * k * (k - 1) * 0.5))
+        return self._step_ends[inst]
+
+    def token_times(self, request_id: int) -> np.ndarray:
+        """Times (s) at which request ``request_id`` emitted tokens, first token included.
+
+        One entry per emission: with speculative decoding one emission can carry
+        several tokens. The last entry is the finish time.
+        """
+        n = len(self.records)
+        if not (isinstance(request_id, (int, np.integer)) and 0 <= request_id < n):
+            raise ValueError(f"request_id must be an integer in [0, {n}), got {request_id!r}")
+        i = int(request_id)
+        parts = [np.array([self.records.first_token[i]])]
+        if self._st_n[i] > 0:
+            g0 = self._st_g0[i]
+            parts.append(self._steps(self._st_inst[i])[g0:g0 + self._st_n[i]])
+        for t_emit, inst, g0, steps in self._extra.get(i, ()):
+            parts.append(np.array([t_emit]))
+            if steps > 0:
+                parts.append(self._steps(inst)[g0:g0 + steps])
+        return np.concatenate(parts)
+
+    def itl_values(self, priority: int | None = None):
+        """All inter-token gaps (of one priority class, if given) as (values, weights).
+
+        Value v occurs w times. Built per decode step rather than per token (a
+        step's gap is shared by every sequence in it), so memory grows with the
+        number of steps, not of tokens. ``np.repeat(values, weights)`` expands it.
+        """
+        values, weights = [], []
+        chosen = np.ones(len(self.records), dtype=bool)
+        if priority is not None:
+            chosen = self.records.priority == priority
+        plain = (self._st_n > 0) & chosen
+        if self._extra:
+            plain[list(self._extra)] = False  # preempted requests: done exactly below
+        for inst in range(len(self.instances)):
+            sel = plain & (self._st_inst == inst)
+            if not sel.any():
+                continue
+            ends = self._steps(inst)
+            g0, n = self._st_g0[sel], self._st_n[sel]
+            values.append(ends[g0] - self.records.first_token[sel])  # first token -> first decode step
+            weights.append(np.ones(g0.size, dtype=np.int64))
+            # a run of n steps from step g0 contributes the gaps ends[g0+1] - ends[g0], ...
+            cover = np.zeros(ends.size + 1, dtype=np.int64)
+            many = n > 1
+            np.add.at(cover, g0[many] + 1, 1)
+            np.add.at(cover, g0[many] + n[many], -1)
+            cover = np.cumsum(cover)[:ends.size]
+            gaps = np.diff(ends, prepend=np.nan)
+            keep = cover > 0
+            values.append(gaps[keep])
+            weights.append(cover[keep])
+        for rid in self._extra:
+            if not chosen[rid]:
+                continue
+            gaps = np.diff(self.token_times(rid))
+            values.append(gaps)
+            weights.append(np.ones(gaps.size, dtype=np.int64))
+        if not values:
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        return np.concatenate(values), np.concatenate(weights)
+
+    # ---- metrics ---------------------------------------------------------------------------------------
+    @property
+    def duration(self) -> float:
+        """Seconds from the first arrival to the last finish."""
+        return float(self.records.finish.max() - self.records.arrival.min())
+
+    def metrics(self, priority: int | None = None, itl: bool = True) -> Metrics:
+        """Throughput and latency summaries (vLLM's definitions; see the module docstring).
+
+        ``priority``: only the requests of that class (throughputs still divide
+        by the whole run's duration). ``itl=False`` skips the inter-token
+        latencies (they rebuild every decode step's time: skip them for runs of
+        millions of steps).
+        """
+        r = self.records
+        sel = np.ones(len(r), dtype=bool) if priority is None else r.priority == priority
+        duration = self.duration
+        out = float(r.output_len[sel].sum())
+        if itl:
+            itl_summary = Summary.of(*self.itl_values(priority))
+        else:
+            itl_summary = Summary(*([float("nan")] * 5), 0)
+        return Metrics(
+            n_requests=int(sel.sum()),
+            duration=duration,
+            request_throughput=float(sel.sum()) / duration,
+            output_throughput=out / duration,
+            total_token_throughput=(out + float(r.prompt_len[sel].sum())) / duration,
+            ttft=Summary.of(r.ttft[sel]),
+            tpot=Summary.of(r.tpot[sel]),
+            itl=itl_summary,
+            e2e=Summary.of(r.e2e[sel]),
+            queue_delay=Summary.of(r.queue_delay[sel]),
+            preemptions=int(r.preemptions[sel].sum()),
+        )
+
+    def meets_slo(self, ttft: float | None = None, tpot: float | None = None,
+                  e2e: float | None = None) -> np.ndarray:
+        """Boolean per request: meets every SLO given (seconds). TPOT of 1-token outputs counts as 0."""
+        r = self.records
+        ok = np.ones(len(r), dtype=bool)
+        for name, limit in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
+            if limit is None:
+                continue
+            if not (isinstance(limit, (int, float, np.floating)) and limit > 0):
+                raise ValueError(f"{name} SLO must be a positive number of seconds, got {limit!r}")
+            values = np.nan_to_num(getattr(r, name), nan=0.0)
+            ok &= values <= limit
+        return ok
+
+    def slo_attainment(self, ttft: float | None = None, tpot: float | None = None,
+                       e2e: float | None = None, priority: int | None = None) -> float:
+        """Fraction of requests (of one class, if given) that meet every SLO given."""
+        ok = self.meets_slo(ttft, tpot, e2e)
+        if priority is not None:
+            ok = ok[self.records.priority == priority]
+        return float(ok.mean()) if ok.size else float("nan")
+
+    def goodput(self, ttft: float | None = None, tpot: float | None = None,
+                e2e: float | None = None) -> float:
+        """vLLM's goodput: requests per second that meet every SLO given."""
+        return float(self.meets_slo(ttft, tpot, e2e).sum()) / self.duration
+
+    def timeseries(self, instance: int | str = 0) -> dict:
+        """Batch and KV cache over time, sampled at the start of every action of an instance.
+
+        Returns a dict of arrays: ``time`` (s), ``running`` (sequences holding a
+        slot), ``decoding``, ``prefill_tokens`` (prompt tokens in that
+        iteration), ``kv_tokens`` and ``kv_occupancy`` (fraction of that
+        instance's KV capacity; NaN without one). Between samples the batch is constant and
+        the KV cache grows by one token per decoding sequence per step: plot as steps.
+        """
+        if isinstance(instance, str):
+            if instance not in self.instances:
+                raise ValueError(f"instance must be one of {self.instances}, got {instance!r}")
+            instance = self.instances.index(instance)
+        if not (isinstance(instance, (int, np.integer)) and 0 <= instance < len(self.instances)):
+            raise ValueError(f"instance must be an index in [0, {len(self.instances)}), got {instance!r}")
+        out = dict(self._series[instance])
+        cap = self._kv_capacity[instance]
+        out["kv_occupancy"] = out["kv_tokens"] / cap if np.isfinite(cap) else out["kv_tokens"] * np.nan
+        return out

@@ -1,0 +1,324 @@
+"""Workloads for the serving simulator: what requests ask for, and when they arrive.
+
+A :class:`Workload` is data: the prompt length, output length and priority
+class of each request, in the order the requests will arrive. Build one
+
+* with fixed lengths: ``Workload.fixed(1000, prompt_len=512, output_len=128)``;
+* from lists: ``Workload.from_lists([512, 80], [128, 300])``;
+* from distributions: ``Workload.sample(1000, LogNormal(600, 0.8), Geometric(200), seed=0)``
+  (an ``int`` is a fixed length, a sequence is used as given);
+* from the book's synthetic chat-like mix: :func:`chat_workload`.
+
+An arrival process says *when* the requests come (:class:`Poisson`,
+:class:`ClosedLoop`, :class:`Timestamps`); the simulator draws Poisson
+inter-arrival and think times from its own seed, so the same workload can be
+replayed at several rates (common random numbers).
+
+The synthetic chat workload
+---------------------------
+:func:`chat_workload` is **synthetic and illustrative**, not a measured trace
+and not fitted to one: prompt lengths are lognormal with median 600 tokens
+and sigma 0.8 (the middle 50 % span about 350-1030 tokens), clipped to
+[16, 2048]; output lengths are lognormal with median 250 tokens and sigma 0.6
+(about 170-375), clipped to [8, 1024]. The shape (long right tails, prompts
+longer than outputs) is the one chat traces are usually described with; the
+numbers are round values chosen for the book. It is generated on the fly
+from a seed (no download) and fits every catalog model's context (<= 3072
+tokens per request).
+
+Examples
+--------
+>>> w = chat_workload(1000, seed=0)
+>>> len(w), int(np.median(w.prompt_lens)), int(np.median(w.output_lens))
+(1000, 629, 245)
+>>> Workload.fixed(3, prompt_len=512, output_len=128).prompt_lens.tolist()
+[512, 512, 512]
+>>> Workload.from_lists([10, 20], [5, 0])
+Traceback (most recent call last):
+...
+ValueError: output_lens must be integers >= 1 (one token at least), got 0 at request 1
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._validation import as_array, check_integer, check_nonnegative, check_positive
+
+__all__ = [
+    "Workload",
+    "LogNormal",
+    "Geometric",
+    "Uniform",
+    "chat_workload",
+    "Poisson",
+    "ClosedLoop",
+    "Timestamps",
+    "CHAT_PROMPT",
+    "CHAT_OUTPUT",
+]
+
+
+# ---- length distributions -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LogNormal:
+    """Token counts exp(N(ln median, sigma^2)), rounded, clipped to [low, high].
+
+    Attributes
+    ----------
+    median : float
+        Median length in tokens (the lognormal's exp(mu)).
+    sigma : float
+        Standard deviation of ln(length); 0.5-1 gives the long right tail of real traffic.
+    low, high : int
+        Clipping bounds, inclusive (high=None: no upper bound).
+    """
+
+    median: float
+    sigma: float
+    low: int = 1
+    high: int | None = None
+
+    def __post_init__(self):
+        check_positive("median", self.median)
+        check_nonnegative("sigma", self.sigma)
+        check_integer("low", self.low, minimum=1)
+        if self.high is not None:
+            check_integer("high", self.high, minimum=self.low)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        x = np.rint(np.exp(rng.normal(math.log(self.median), self.sigma, n)))
+        return np.clip(x, self.low, self.high if self.high is not None else None).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Geometric:
+    """Token counts 1, 2, 3, ... with P(n) = p (1 - p)^(n-1), p = 1 / mean.
+
+    The discrete analogue of the exponential: with a constant time per token,
+    a geometric output length gives (nearly) exponential service times.
+    """
+
+    mean: float
+
+    def __post_init__(self):
+        if not (isinstance(self.mean, (int, float)) and self.mean >= 1):
+            raise ValueError(f"mean must be a number >= 1 (tokens), got {self.mean!r}")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.geometric(1.0 / self.mean, n).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Token counts drawn uniformly from the integers low..high (inclusive)."""
+
+    low: int
+    high: int
+
+    def __post_init__(self):
+        check_integer("low", self.low, minimum=1)
+        check_integer("high", self.high, minimum=self.low)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.integers(self.low, self.high + 1, n).astype(np.int64)
+
+
+#: The synthetic chat workload's length distributions (see the module docstring).
+CHAT_PROMPT = LogNormal(median=600, sigma=0.8, low=16, high=2048)
+CHAT_OUTPUT = LogNormal(median=250, sigma=0.6, low=8, high=1024)
+
+
+def _lengths(name: str, values) -> np.ndarray:
+    arr = as_array(name, values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of token counts, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: a workload needs at least one request")
+    bad = np.flatnonzero((arr < 1) | (arr != np.round(arr)))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{name} must be integers >= 1 (one token at least), got {arr[i]:g} "
+                         f"at request {i}")
+    return arr.astype(np.int64)
+
+
+# ---- the workload -----------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """The requests of a simulation, in arrival order.
+
+    Attributes
+    ----------
+    prompt_lens : ndarray of int
+        Prompt (input) tokens of each request, >= 1.
+    output_lens : ndarray of int
+        Output tokens each request generates, >= 1 (the first comes out of the prefill).
+    priorities : ndarray of int
+        Priority class of each request: 0 = interactive (served first), 1 = batch.
+        Lower numbers go first; all zeros by default.
+    name : str
+        A label for tables and plots.
+    """
+
+    prompt_lens: np.ndarray
+    output_lens: np.ndarray
+    priorities: np.ndarray = field(default=None)
+    name: str = "custom"
+
+    def __post_init__(self):
+        prompt = _lengths("prompt_lens", self.prompt_lens)
+        output = _lengths("output_lens", self.output_lens)
+        if prompt.size != output.size:
+            raise ValueError(f"prompt_lens has {prompt.size} requests but output_lens has {output.size}")
+        if self.priorities is None:
+            prio = np.zeros(prompt.size, dtype=np.int64)
+        else:
+            p = as_array("priorities", self.priorities)
+            if p.shape != prompt.shape:
+                raise ValueError(f"priorities must have one entry per request ({prompt.size}), "
+                                 f"got shape {p.shape}")
+            check_integer("priorities", p, minimum=0)
+            if p.size and p.max() > 7:
+                raise ValueError(f"priorities must be small class numbers 0..7 (0 = interactive, "
+                                 f"1 = batch), got {p.max():g}")
+            prio = p.astype(np.int64)
+        for name, arr in [("prompt_lens", prompt), ("output_lens", output), ("priorities", prio)]:
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    def __len__(self) -> int:
+        return int(self.prompt_lens.size)
+
+    def __repr__(self) -> str:
+        return (f"Workload({self.name!r}, {len(self)} requests, mean prompt "
+                f"{self.prompt_lens.mean():.0f} tokens, mean output {self.output_lens.mean():.0f} tokens)")
+
+    @classmethod
+    def fixed(cls, n_requests: int, prompt_len: int, output_len: int) -> "Workload":
+        """``n_requests`` identical requests."""
+        n = int(check_integer("n_requests", n_requests, minimum=1))
+        check_integer("prompt_len", prompt_len, minimum=1)
+        check_integer("output_len", output_len, minimum=1)
+        return cls(np.full(n, int(prompt_len)), np.full(n, int(output_len)),
+                   name=f"fixed {int(prompt_len)}/{int(output_len)}")
+
+    @classmethod
+    def from_lists(cls, prompt_lens: Sequence[int], output_lens: Sequence[int],
+                   priorities: Sequence[int] | None = None, name: str = "custom") -> "Workload":
+        """Requests with the given lengths (and priority classes)."""
+        return cls(np.asarray(prompt_lens), np.asarray(output_lens),
+                   None if priorities is None else np.asarray(priorities), name)
+
+    @classmethod
+    def sample(cls, n_requests: int, prompt_len, output_len, seed: int = 0,
+               name: str = "sampled") -> "Workload":
+        """``n_requests`` requests with lengths drawn from distributions.
+
+        ``prompt_len`` and ``output_len`` are each an int (fixed), a distribution
+        (:class:`LogNormal`, :class:`Geometric`, :class:`Uniform`, or anything
+        with ``.sample(rng, n)``), or a sequence of ``n_requests`` lengths.
+        Deterministic given ``seed``.
+        """
+        n = int(check_integer("n_requests", n_requests, minimum=1))
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x574B]))
+
+        def draw(label, spec):
+            if hasattr(spec, "sample"):
+                return spec.sample(rng, n)
+            if np.ndim(spec) == 0:
+                check_integer(label, spec, minimum=1)
+                return np.full(n, int(spec))
+            arr = _lengths(label, spec)
+            if arr.size != n:
+                raise ValueError(f"{label} has {arr.size} lengths, expected n_requests = {n}")
+            return arr
+
+        return cls(draw("prompt_len", prompt_len), draw("output_len", output_len), name=name)
+
+    def with_priorities(self, batch_fraction: float, seed: int = 0) -> "Workload":
+        """A copy where a random ``batch_fraction`` of the requests is class 1 (batch).
+
+        The others are class 0 (interactive, served first). Deterministic given ``seed``.
+        """
+        f = float(check_nonnegative("batch_fraction", batch_fraction))
+        if f > 1:
+            raise ValueError(f"batch_fraction must be in [0, 1], got {f:g}")
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5052]))
+        prio = (rng.random(len(self)) < f).astype(np.int64)
+        return Workload(self.prompt_lens, self.output_lens, prio, self.name)
+
+    def head(self, n_requests: int) -> "Workload":
+        """The first ``n_requests`` requests."""
+        n = int(check_integer("n_requests", n_requests, minimum=1))
+        return Workload(self.prompt_lens[:n], self.output_lens[:n], self.priorities[:n], self.name)
+
+
+def chat_workload(n_requests: int = 1000, seed: int = 0) -> Workload:
+    """The book's synthetic chat-like workload (see the module docstring for its shape).
+
+    Synthetic and illustrative: lognormal prompts (median 600, sigma 0.8,
+    clipped to [16, 2048]) and outputs (median 250, sigma 0.6, clipped to
+    [8, 1024]), deterministic given ``seed``.
+    """
+    w = Workload.sample(n_requests, CHAT_PROMPT, CHAT_OUTPUT, seed=seed)
+    return Workload(w.prompt_lens, w.output_lens, name="synthetic chat")
+
+
+# ---- arrival processes ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Poisson:
+    """Open-loop Poisson arrivals at ``rate`` requests per second (exponential gaps, mean 1/rate).
+
+    The first request arrives after the first gap, not at time 0.
+    """
+
+    rate: float
+
+    def __post_init__(self):
+        check_positive("rate", self.rate)
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """``clients`` users, each sending its next request when its previous one finishes.
+
+    Every client sends its first request at time 0. After a request finishes,
+    its client waits ``think_time`` seconds (a constant, or exponential with
+    that mean when ``think_time_distribution="exponential"``) and sends the
+    next request of the workload.
+    """
+
+    clients: int
+    think_time: float = 0.0
+    think_time_distribution: str = "fixed"
+
+    def __post_init__(self):
+        check_integer("clients", self.clients, minimum=1)
+        check_nonnegative("think_time", self.think_time)
+        if self.think_time_distribution not in ("fixed", "exponential"):
+            raise ValueError(f"think_time_distribution must be 'fixed' or 'exponential', "
+                             f"got {self.think_time_distribution!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Timestamps:
+    """Requests arrive at the given times (seconds, non-decreasing, >= 0), one per workload request."""
+
+    times: np.ndarray
+
+    def __post_init__(self):
+        t = check_nonnegative("times", self.times)
+        if t.ndim != 1 or t.size == 0:
+            raise ValueError(f"times must be a non-empty 1-D sequence of seconds, got shape {t.shape}")
+        if np.any(np.diff(t) < 0):
+            i = int(np.flatnonzero(np.diff(t) < 0)[0])
+            raise ValueError(f"times must be non-decreasing, but times[{i + 1}] = {t[i + 1]:g} "
+                             f"< times[{i}] = {t[i]:g}")
+        t = t.astype(float)
+        t.setflags(write=False)
+        object.__setattr__(self, "times", t)

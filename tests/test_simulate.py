@@ -1,0 +1,511 @@
+"""The serving simulator: its step times, queueing theory, an independent simulator, invariants.
+
+* Step times: an iteration of decodes only equals ``decode_step_time``, a prompt (or a chunk
+  after cached tokens) equals ``prefill_time``: the simulator uses the library's model.
+* Queueing theory: with a batch cap of 1 the server is an M/G/1 queue. Deterministic service
+  reproduces the M/D/1 mean wait, geometric output lengths with a constant step time (nearly
+  exponential service) the M/M/1 mean, P50 and P99 sojourn, each within 4 standard errors
+  estimated from the run itself (batch means) - and the runs are precise enough to reject
+  the wrong formula.
+* ciw (an independent discrete-event library) replays the same arrivals and service times of
+  a two-class priority queue and must give the same start and finish of every request.
+* Invariants (hypothesis) over random workloads, policies, KV capacities and arrivals.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from servingmath import queueing, simulate as sim
+from servingmath.decode import decode_step_time
+from servingmath.models import kv_bytes_per_token, weight_bytes
+from servingmath.prefill import prefill_time
+from servingmath.simulate.results import weighted_percentile
+from servingmath.workloads import (ClosedLoop, Geometric, Poisson, Timestamps, Workload,
+                                   chat_workload)
+
+from conftest import load_tool
+
+H100 = "H100-SXM5-80GB"
+LLAMA = "Llama-3.1-8B"
+SERVER = sim.Server(LLAMA, H100)
+
+
+def run(workload, arrivals, policy=None, server=SERVER, seed=0, **kw):
+    config = sim.SimulationConfig(server, workload, arrivals, policy or sim.ContinuousBatching(), **kw)
+    return sim.simulate(config, seed)
+
+
+def batch_means(x, n_batches=25):
+    """Mean and its standard error from batch means (the waits of a queue are correlated)."""
+    means = np.array([b.mean() for b in np.array_split(np.asarray(x), n_batches)])
+    return float(np.mean(x)), float(means.std(ddof=1) / math.sqrt(n_batches))
+
+
+def batch_quantile(x, q, n_batches=25):
+    qs = np.array([np.percentile(b, q) for b in np.array_split(np.asarray(x), n_batches)])
+    return float(np.percentile(x, q)), float(qs.std(ddof=1) / math.sqrt(n_batches))
+
+
+# ---- the step-time model is the library's ------------------------------------------------------------
+@pytest.mark.parametrize("overlap", ["hybrid", "additive", "roofline"])
+@pytest.mark.parametrize("model, tp", [(LLAMA, 1), ("Mixtral-8x7B", 2), ("Llama-3.1-70B", 4)])
+def test_iterations_equal_decode_and_prefill_step_times(model, tp, overlap):
+    steps = sim.Server(model, H100, tensor_parallel=tp, overlap=overlap).build_step_times()
+    for b, c in [(1, 0), (1, 700), (8, 512), (64, 1500), (256, 3000)]:
+        expected = decode_step_time(model, H100, b, c, tensor_parallel=tp, overlap=overlap)
+        assert steps.iteration([c] * b) == pytest.approx(expected, rel=1e-12)
+        A, beta, limit = steps.decode_line(b, b * c)
+        if b * c <= limit:
+            assert A + beta * b * c == pytest.approx(expected, rel=1e-12)
+    for n, cached, batch in [(1, 0, 1), (512, 0, 1), (2048, 0, 1), (128, 384, 1), (300, 0, 4)]:
+        expected = prefill_time(model, H100, n, batch_size=batch, cached_len=cached, tensor_parallel=tp,
+                                overlap=overlap)
+        assert steps.iteration(chunks=[(n, cached)] * batch) == pytest.approx(expected, rel=1e-12)
+
+
+def test_roofline_decode_line_changes_regime_where_the_lines_cross():
+    # B = 400 > the H100 ridge (~295): compute-bound at short contexts, the KV line overtakes later
+    steps = sim.Server(LLAMA, H100, overlap="roofline").build_step_times()
+    A, beta, limit = steps.decode_line(400, 0)
+    assert 0 < limit < math.inf
+    for s in [0, limit * 0.5, limit]:
+        assert A + beta * s == pytest.approx(steps.iteration_time(400, s, s, 400), rel=1e-12)
+    s = limit * 1.5
+    A2, beta2, _ = steps.decode_line(400, s)
+    assert A2 + beta2 * s == pytest.approx(steps.iteration_time(400, s, s, 400), rel=1e-12)
+    assert A2 + beta2 * s > A + beta * s     # past the crossing the other line is the larger
+    # the simulator splits runs of decode steps there: token times still match step by step
+    res = run(Workload.fixed(400, 100, 600), Timestamps(np.zeros(400)),
+              sim.ContinuousBatching(max_batch_size=400, max_prefill_tokens=40_000),
+              server=sim.Server(LLAMA, H100, overlap="roofline"))
+    gaps = np.diff(res.token_times(0))
+    expected = [decode_step_time(LLAMA, H100, 400, 100 + k, overlap="roofline") for k in range(1, 600)]
+    np.testing.assert_allclose(gaps, expected, rtol=1e-9)
+
+
+def test_default_kv_capacity_is_memory_left_after_weights():
+    expected = (80e9 * 0.9 - weight_bytes(LLAMA)) // kv_bytes_per_token(LLAMA)
+    assert SERVER.kv_capacity() == expected
+    with pytest.raises(ValueError, match="does not fit"):
+        sim.Server("Llama-3.1-405B", H100).kv_capacity()
+
+
+def test_a_lone_request_takes_prefill_plus_its_decode_steps():
+    res = run(Workload.fixed(1, 700, 40), Timestamps([0.25]))
+    r = res.records[0]
+    assert r.first_token == pytest.approx(0.25 + prefill_time(LLAMA, H100, 700), rel=1e-12)
+    decode = sum(decode_step_time(LLAMA, H100, 1, 700 + k) for k in range(1, 40))
+    assert r.finish - r.first_token == pytest.approx(decode, rel=1e-12)
+    steps = np.diff(res.token_times(0))
+    np.testing.assert_allclose(steps, [decode_step_time(LLAMA, H100, 1, 700 + k) for k in range(1, 40)],
+                               rtol=1e-9)
+
+
+def test_simultaneous_arrivals_share_one_prefill():
+    res = run(Workload.fixed(8, 300, 5), Timestamps(np.zeros(8)))
+    r = res.records
+    assert np.ptp(r.first_token) == 0
+    assert r.first_token[0] == pytest.approx(prefill_time(LLAMA, H100, 300, batch_size=8), rel=1e-12)
+
+
+def test_chunked_prefill_charges_each_chunk_after_its_cached_part():
+    res = run(Workload.fixed(1, 300, 2), Timestamps([0.0]), sim.ChunkedPrefill(token_budget=128,
+                                                                                max_batch_size=8))
+    expected = (prefill_time(LLAMA, H100, 128) + prefill_time(LLAMA, H100, 128, cached_len=128)
+                + prefill_time(LLAMA, H100, 44, cached_len=256))
+    assert res.records.first_token[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_sliding_window_chunks_follow_prefill_time():
+    steps = sim.Server("Mistral-7B", H100).build_step_times()
+    for n, cached in [(512, 0), (512, 4000), (3000, 6000), (5000, 0)]:
+        expected = prefill_time("Mistral-7B", H100, n, cached_len=cached)
+        assert steps.iteration(chunks=[(n, cached)]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_only_final_chunks_run_the_lm_head():
+    steps = SERVER.build_step_times()
+    final, partial = steps.iteration(chunks=[(1024, 0, True)]), steps.iteration(chunks=[(1024, 0, False)])
+    assert final - partial == pytest.approx(steps.linear_per_logit)   # compute-bound chunk
+    assert steps.linear_per_logit == pytest.approx(2 * 128256 * 4096 / 989.4e12)   # 2 V D / F
+
+
+def test_mixed_iteration_reads_weights_once():
+    steps = SERVER.build_step_times()
+    mixed = steps.iteration([600] * 16, [(256, 0)])
+    apart = decode_step_time(LLAMA, H100, 16, 600) + prefill_time(LLAMA, H100, 256)
+    weights_alone = weight_bytes(LLAMA) / 3.35e12
+    assert mixed < apart
+    assert apart - mixed == pytest.approx(weights_alone, rel=0.05)   # one weight read saved
+
+
+# ---- queueing theory ----------------------------------------------------------------------------------
+def test_batch_cap_one_with_deterministic_service_is_md1():
+    prompt, out, rho, n = 256, 16, 0.7, 40_000
+    service = prefill_time(LLAMA, H100, prompt) + sum(
+        decode_step_time(LLAMA, H100, 1, prompt + k) for k in range(1, out))
+    lam = rho / service
+    r = run(Workload.fixed(n, prompt, out), Poisson(lam), sim.ContinuousBatching(max_batch_size=1)).records
+    np.testing.assert_allclose(r.finish - r.scheduled, service, rtol=1e-9)    # deterministic
+    mean, se = batch_means(r.queue_delay)
+    assert se < 0.04 * mean                                       # precise enough to mean something
+    assert abs(mean - queueing.md1_mean_wait(lam, service)) < 4 * se
+    assert abs(mean - queueing.mm1_mean_wait(lam, service)) > 10 * se   # and not the M/M/1 wait
+
+
+def test_batch_cap_one_with_exponential_like_service_is_mm1():
+    # constant 1 ms per iteration and geometric output lengths (mean 1000): service = n x 1 ms,
+    # geometric with p = 1e-3, i.e. exponential up to a relative error of p / 2 in E[S^2]
+    rho, n, step = 0.5, 60_000, 1e-3
+    work = Workload.sample(n, 1, Geometric(1000), seed=1)
+    server = sim.Server(step_times=sim.LinearStepTimes(step))
+    r = run(work, Poisson(rho), sim.ContinuousBatching(max_batch_size=1), server=server).records
+    np.testing.assert_allclose(r.finish - r.scheduled, work.output_lens * step, rtol=1e-9, atol=1e-10)
+    s = 1000 * step
+    bias = abs(queueing.mg1_mean_wait(rho, s, s * math.sqrt(1 - 1e-3)) - queueing.mm1_mean_wait(rho, s))
+    mean, se = batch_means(r.e2e)
+    assert se < 0.02 * mean
+    assert abs(mean - queueing.mm1_mean_sojourn(rho, s)) < 4 * se + bias
+    assert abs(mean - (queueing.md1_mean_wait(rho, s) + s)) > 10 * se   # and not M/D/1
+    for q in (0.5, 0.99):
+        value, se_q = batch_quantile(r.e2e, 100 * q)
+        assert se_q < 0.05 * value
+        assert abs(value - queueing.mm1_sojourn_quantile(rho, s, q)) < 4 * se_q + 1e-3 * value
+
+
+def test_same_trace_as_ciw_priority_queue():
+    ciw = pytest.importorskip("ciw", reason="ciw not installed: pip install ciw (cross-check skipped)")
+    n, step = 3000, 2e-3
+    work = Workload.sample(n, 1, Geometric(40), seed=4).with_priorities(0.4, seed=5)
+    server = sim.Server(step_times=sim.LinearStepTimes(step))
+    res = run(work, Poisson(10.0), sim.ContinuousBatching(max_batch_size=1), server=server, seed=6)
+    r = res.records
+    assert 0.7 < float(np.mean(work.output_lens) * step * 10.0) < 0.9   # a busy queue: rho ~ 0.8
+
+    arrivals, services = {}, {}
+    for c in (0, 1):
+        mine = np.flatnonzero(r.priority == c)
+        gaps = np.diff(r.arrival[mine], prepend=0.0)
+        arrivals[f"Class {c}"] = [ciw.dists.Sequential(list(gaps) + [1e9])]   # then nobody else
+        services[f"Class {c}"] = [ciw.dists.Sequential(list(work.output_lens[mine] * step))]
+    network = ciw.create_network(arrival_distributions=arrivals, service_distributions=services,
+                                 number_of_servers=[1], priority_classes={"Class 0": 0, "Class 1": 1})
+    ciw.seed(0)
+    q = ciw.Simulation(network)
+    q.simulate_until_max_customers(n, method="Finish")
+    for c in (0, 1):
+        mine = np.flatnonzero(r.priority == c)
+        recs = sorted((x for x in q.get_all_records() if x.customer_class == f"Class {c}"),
+                      key=lambda x: x.arrival_date)
+        assert len(recs) == mine.size
+        np.testing.assert_allclose([x.arrival_date for x in recs], r.arrival[mine], atol=1e-9)
+        np.testing.assert_allclose([x.service_start_date for x in recs], r.scheduled[mine], atol=1e-9)
+        np.testing.assert_allclose([x.exit_date for x in recs], r.finish[mine], atol=1e-9)
+    # the priority mattered: batch requests waited longer
+    assert r.queue_delay[r.priority == 1].mean() > 1.5 * r.queue_delay[r.priority == 0].mean()
+
+
+# ---- invariants over random systems ---------------------------------------------------------------------
+def check_invariants(res, max_batch=None, spec=None):
+    r = res.records
+    cfg = res.config
+    assert np.isfinite(r.finish).all(), "every request finishes"
+    assert (r.arrival <= r.scheduled).all() and (r.scheduled <= r.first_token).all()
+    assert (r.first_token <= r.finish).all() and (r.ttft <= r.e2e).all()
+    assert (np.nan_to_num(r.tpot) >= 0).all()
+    for i in range(len(r)):
+        times = res.token_times(i)
+        assert times[0] == r.first_token[i] and times[-1] == r.finish[i]
+        assert (np.diff(times) > 0).all(), "token times increase"
+        if spec is None:
+            assert times.size == r.output_len[i]
+        else:
+            g1 = spec.num_draft_tokens + 1
+            assert 1 + math.ceil((r.output_len[i] - 1) / g1) <= times.size <= r.output_len[i]
+    values, weights = res.itl_values()
+    gaps = np.concatenate([np.diff(res.token_times(i)) for i in range(len(r))])
+    np.testing.assert_allclose(np.sort(np.repeat(values, weights)), np.sort(gaps), rtol=1e-12, atol=1e-12)
+    for k in range(len(res.instances)):
+        ts = res.timeseries(k)
+        assert (ts["kv_tokens"] <= res.kv_capacity(k)).all()
+        if max_batch is not None:
+            assert (ts["running"] <= max_batch).all()
+    # throughput <= a physical bound: b tokens per step of at least A(b) seconds, per instance
+    steps = cfg.server.build_step_times()
+    b = np.arange(1, 513)
+    best = max(k / steps.decode_line(int(k), 0)[0] for k in b)
+    per_step = 1 if spec is None else spec.num_draft_tokens + 1
+    bound = best * per_step * len(res.instances)
+    assert r.output_len.sum() / res.duration <= bound * (1 + 1e-9)
+
+
+workloads = st.integers(1, 20).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(1, 400), min_size=n, max_size=n),
+    st.lists(st.integers(1, 50), min_size=n, max_size=n),
+    st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+policies = st.one_of(
+    st.builds(sim.ContinuousBatching, max_batch_size=st.integers(1, 16)),
+    st.integers(1, 16).flatmap(lambda b: st.builds(sim.ChunkedPrefill, token_budget=st.integers(b, 600),
+                                                   max_batch_size=st.just(b))),
+    st.builds(sim.StaticBatching, batch_size=st.integers(1, 6),
+              timeout=st.sampled_from([0.0, 0.02, math.inf])),
+    st.builds(sim.Disaggregated, link_bandwidth=st.sampled_from([1e9, 1e11]),
+              prefill_instances=st.integers(1, 2), decode_instances=st.integers(1, 2),
+              max_batch_size=st.integers(1, 16), transfer_latency=st.sampled_from([0.0, 1e-3])))
+arrival_kinds = st.sampled_from(["poisson", "burst", "closed"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads, policies, arrival_kinds, st.floats(1.0, 300.0), st.sampled_from([None, 0, 1200]),
+       st.sampled_from([None, (2, 0.0), (3, 0.6), (4, 1.0)]), st.integers(0, 3))
+def test_invariants_hold_for_random_systems(lengths, policy, kind, rate, kv, spec, seed):
+    prompts, outputs, prio = lengths
+    work = Workload.from_lists(prompts, outputs, prio)
+    need = int(max(p + o for p, o in zip(prompts, outputs)))
+    server = SERVER if kv is None else sim.Server(LLAMA, H100, kv_capacity_tokens=max(need, kv))
+    arrivals = {"poisson": Poisson(rate), "burst": Timestamps(np.zeros(len(work))),
+                "closed": ClosedLoop(3, think_time=1 / rate, think_time_distribution="exponential")}[kind]
+    speculative = None
+    if spec is not None and not isinstance(policy, sim.StaticBatching):
+        speculative = sim.Speculative(num_draft_tokens=spec[0], acceptance_rate=spec[1],
+                                      draft_step_time=5e-4)
+    res = run(work, arrivals, policy, server=server, seed=seed, speculative=speculative)
+    cap = getattr(policy, "max_batch_size", getattr(policy, "batch_size", None))
+    check_invariants(res, None if isinstance(policy, sim.Disaggregated) else cap, speculative)
+
+
+def test_simulations_are_deterministic_given_the_seed():
+    work = chat_workload(300, seed=3).with_priorities(0.5, seed=3)
+    spec = sim.Speculative(num_draft_tokens=3, acceptance_rate=0.7, draft_step_time=1e-3)
+    a = run(work, Poisson(10.0), seed=7, speculative=spec).records
+    b = run(work, Poisson(10.0), seed=7, speculative=spec).records
+    c = run(work, Poisson(10.0), seed=8, speculative=spec).records
+    for name in ("arrival", "scheduled", "first_token", "finish"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert not np.array_equal(a.arrival, c.arrival)
+
+
+# ---- policies behave as they should ---------------------------------------------------------------------
+def test_chunked_prefill_removes_the_decode_stalls_of_prefill_first():
+    work = Workload.fixed(600, 2000, 100)
+    first = run(work, Poisson(5.0), sim.ContinuousBatching()).metrics()
+    chunked = run(work, Poisson(5.0), sim.ChunkedPrefill(token_budget=512)).metrics()
+    stall = prefill_time(LLAMA, H100, 2000)
+    assert first.itl.p99 > stall                  # a prompt's prefill pauses every running decode
+    assert chunked.itl.p99 < 0.5 * first.itl.p99  # Sarathi-Serve: stall-free batching
+    assert chunked.ttft.mean > first.ttft.mean    # ... at the price of slower first tokens
+
+
+def test_static_batches_start_together_and_nothing_joins_them():
+    res = run(Workload.fixed(200, 300, 30), Poisson(50.0), sim.StaticBatching(batch_size=8, timeout=0.05))
+    r = res.records
+    starts, sizes = np.unique(r.scheduled, return_counts=True)
+    assert sizes.max() <= 8 and sizes.min() >= 1 and sizes.mean() > 4
+    for t in starts:
+        members = r.scheduled == t
+        assert np.ptp(r.first_token[members]) == 0       # one prefill for the whole batch
+    # the next batch starts only after the previous one has finished
+    ends = [r.finish[r.scheduled == t].max() for t in starts]
+    assert (starts[1:] >= np.array(ends[:-1])).all()
+
+
+def test_interactive_requests_overtake_batch_requests():
+    work = Workload.fixed(1500, 1000, 50).with_priorities(0.5, seed=1)
+    res = run(work, Poisson(40.0), sim.ContinuousBatching(max_batch_size=8))
+    r = res.records
+    assert r.queue_delay[r.priority == 0].mean() < 0.5 * r.queue_delay[r.priority == 1].mean()
+    assert res.slo_attainment(ttft=0.5, priority=0) > res.slo_attainment(ttft=0.5, priority=1)
+    interactive, batch = res.metrics(priority=0), res.metrics(priority=1)
+    assert interactive.n_requests + batch.n_requests == 1500
+    assert interactive.ttft.mean < batch.ttft.mean
+    assert interactive.itl.count + batch.itl.count == res.metrics().itl.count == 1500 * 49
+
+
+def test_kv_limit_preempts_and_recomputes():
+    work = Workload.fixed(60, 500, 400)
+    server = sim.Server(LLAMA, H100, kv_capacity_tokens=4000)
+    res = run(work, Timestamps(np.zeros(60)), sim.ContinuousBatching(), server=server)
+    assert res.records.preemptions.sum() > 0
+    check_invariants(res)
+    roomy = run(work, Timestamps(np.zeros(60)), sim.ContinuousBatching())
+    assert roomy.records.preemptions.sum() == 0
+    assert res.duration > roomy.duration
+
+
+def test_disaggregation_transfers_the_kv_cache():
+    bw, latency = 10e9, 2e-3
+    res = run(Workload.fixed(50, 1000, 20), Poisson(2.0),
+              sim.Disaggregated(link_bandwidth=bw, transfer_latency=latency))
+    transfer = latency + 1000 * kv_bytes_per_token(LLAMA) / bw
+    for i in range(50):
+        t = res.token_times(i)
+        assert t[1] - t[0] >= transfer + decode_step_time(LLAMA, H100, 1, 1001) * (1 - 1e-9)
+    # at this light load a request's TTFT is its prefill alone
+    r = res.records
+    assert np.median(r.ttft) == pytest.approx(prefill_time(LLAMA, H100, 1000), rel=1e-9)
+
+
+def test_closed_loop_obeys_the_response_time_law():
+    clients, think = 8, 0.2
+    res = run(chat_workload(800, seed=2), ClosedLoop(clients, think_time=think))
+    r = res.records
+    # N = X (R + Z) for every closed system (the interactive response time law)
+    x = len(r) / res.duration
+    assert x * (r.e2e.mean() + think) == pytest.approx(clients, rel=0.03)
+    # never more than N requests inside
+    t = np.sort(r.arrival)
+    inside = (r.arrival[None, :] <= t[:, None]) & (r.finish[None, :] > t[:, None])
+    assert inside.sum(axis=1).max() <= clients
+
+
+def test_speculative_decoding_yields_its_expected_tokens_per_step():
+    out, gamma, alpha = 2001, 4, 0.7
+    spec = sim.Speculative(num_draft_tokens=gamma, acceptance_rate=alpha, draft_step_time=1e-3)
+    res = run(Workload.fixed(40, 100, out), Poisson(20.0), speculative=spec)
+    steps = np.array([res.token_times(i).size - 1 for i in range(40)])
+    per_step = (out - 1) / steps
+    mean, se = float(per_step.mean()), float(per_step.std(ddof=1) / math.sqrt(40))
+    expected = sim.expected_tokens_per_step(alpha, gamma)          # 2.77 tokens
+    # the last step of a request is cut to the tokens it needs: at most gamma tokens lost
+    assert abs(mean - expected) < 4 * se + expected * gamma / (out - 1)
+    for a, tokens in [(0.0, 1), (1.0, gamma + 1)]:
+        s = sim.Speculative(num_draft_tokens=gamma, acceptance_rate=a, draft_step_time=1e-3)
+        res = run(Workload.fixed(3, 100, 101), Poisson(20.0), speculative=s)
+        assert res.token_times(0).size - 1 == math.ceil(100 / tokens)
+
+
+def test_speculative_decoding_cuts_tpot_of_a_big_model():
+    server = sim.Server("Llama-3.1-70B", H100, tensor_parallel=4)
+    spec = sim.Speculative(num_draft_tokens=4, acceptance_rate=0.8, draft_model=LLAMA)
+    work = Workload.fixed(100, 500, 200)
+    plain = run(work, Poisson(1.0), server=server).metrics(itl=False)
+    fast = run(work, Poisson(1.0), server=server, speculative=spec).metrics(itl=False)
+    assert fast.tpot.mean < 0.7 * plain.tpot.mean
+
+
+# ---- metrics, SLOs and goodput --------------------------------------------------------------------------
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0, 10), min_size=1, max_size=20), st.data())
+def test_weighted_percentile_is_percentile_of_repeated_values(values, data):
+    weights = data.draw(st.lists(st.integers(0, 5), min_size=len(values), max_size=len(values)))
+    if sum(weights) == 0:
+        weights[0] = 1
+    q = [0, 1, 25, 50, 90, 99, 100]
+    np.testing.assert_allclose(weighted_percentile(values, weights, q),
+                               np.percentile(np.repeat(values, weights), q), rtol=1e-12, atol=1e-12)
+
+
+def test_metrics_follow_vllm_definitions():
+    work = Workload.from_lists([100] * 50 + [200] * 50, [1] * 10 + [64] * 90)
+    res = run(work, Poisson(30.0))
+    r, m = res.records, res.metrics()
+    assert np.isnan(r.tpot[:10]).all()
+    np.testing.assert_allclose(r.tpot[10:], (r.e2e[10:] - r.ttft[10:]) / 63)
+    assert m.tpot.count == 90 and m.tpot.mean == pytest.approx(np.mean(r.tpot[10:]))
+    assert m.ttft.p99 == pytest.approx(np.percentile(r.ttft, 99))
+    assert m.output_throughput == pytest.approx(r.output_len.sum() / (r.finish.max() - r.arrival.min()))
+    assert m.request_throughput == pytest.approx(100 / res.duration)
+    # goodput (vLLM): SLO-meeting requests per second; one-token outputs meet any TPOT SLO
+    ok = (r.ttft <= 0.02) & (np.nan_to_num(r.tpot) <= 0.006)
+    assert res.goodput(ttft=0.02, tpot=0.006) == pytest.approx(ok.sum() / res.duration)
+    assert res.slo_attainment(tpot=1e-9) == pytest.approx(0.1)     # only the 10 one-token requests
+    assert "TTFT" in str(m) and "P99" in str(m)
+    assert res.records[3].ttft == pytest.approx(r.ttft[3])
+
+
+def test_distserve_goodput_search_brackets_the_attainment_target():
+    server = sim.Server(step_times=sim.LinearStepTimes(step_time=1e-3, per_token=1e-5))
+    config = sim.SimulationConfig(server, Workload.fixed(400, 200, 20), Poisson(10.0),
+                                  sim.ContinuousBatching(max_batch_size=1))
+    rate = sim.max_goodput_rate(config, ttft=0.1, tpot=0.01, attainment=0.9, rel_tol=0.02)
+    at = sim.slo_attainment_curve(config, [rate, rate * 1.05], ttft=0.1, tpot=0.01)
+    assert at[0] >= 0.9 > at[1]
+    # with a batch cap of 1 the same arrivals squeezed in time only wait longer: monotone
+    curve = sim.slo_attainment_curve(config, [5.0, 10.0, 20.0, 40.0, 80.0], ttft=0.05)
+    assert (np.diff(curve) <= 0).all() and curve[0] > curve[-1]
+    with pytest.raises(ValueError, match="SLO"):
+        sim.max_goodput_rate(config)
+
+
+def test_timeseries_tracks_batch_and_kv():
+    res = run(Workload.fixed(300, 1000, 100), Poisson(20.0), sim.ContinuousBatching(max_batch_size=16))
+    ts = res.timeseries()
+    assert set(ts) == {"time", "running", "decoding", "prefill_tokens", "kv_tokens", "kv_occupancy"}
+    assert (np.diff(ts["time"]) >= 0).all()
+    assert ts["running"].max() == 16 and (ts["decoding"] <= ts["running"]).all()
+    assert 0 < ts["kv_occupancy"].max() <= 1
+    assert res.timeseries("server")["time"].size == ts["time"].size
+
+
+def test_progress_goes_to_stderr_only_when_asked(capsys):
+    config = sim.SimulationConfig(SERVER, Workload.fixed(200, 100, 10), Poisson(10.0))
+    sim.simulate(config, 0)
+    assert capsys.readouterr().err == ""
+    sim.simulate(config, 0, progress=True)
+    captured = capsys.readouterr()
+    assert "100 %" in captured.err and captured.out == ""
+
+
+def test_bench_script_runs():
+    bench = load_tool("bench_simulator")
+    assert bench.main(["--requests", "300", "--repeat", "1", "--no-calibration"]) == 0
+
+
+# ---- bad input --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make, match", [
+    (lambda: Poisson(-1.0), "rate"),
+    (lambda: Poisson(0.0), "rate"),
+    (lambda: Workload.from_lists([], []), "empty"),
+    (lambda: Workload.from_lists([10, 20], [5]), "output_lens"),
+    (lambda: sim.ChunkedPrefill(token_budget=0), "token_budget"),
+    (lambda: sim.ChunkedPrefill(token_budget=64, max_batch_size=256), "token_budget"),
+    (lambda: sim.ContinuousBatching(max_batch_size=0), "max_batch_size"),
+    (lambda: sim.StaticBatching(timeout=-1.0), "timeout"),
+    (lambda: sim.Disaggregated(link_bandwidth=0.0), "link_bandwidth"),
+    (lambda: sim.Speculative(acceptance_rate=1.5, draft_step_time=1e-3), "acceptance_rate"),
+    (lambda: sim.Speculative(num_draft_tokens=0, draft_step_time=1e-3), "num_draft_tokens"),
+    (lambda: sim.Speculative(), "draft_model"),
+    (lambda: sim.Server(), "model"),
+    (lambda: sim.Server(LLAMA, H100, step_times=sim.LinearStepTimes(1e-3)), "either"),
+    (lambda: sim.Server(LLAMA, H100, kv_capacity_tokens=0), "kv_capacity_tokens"),
+    (lambda: ClosedLoop(clients=0), "clients"),
+    (lambda: Timestamps([1.0, 0.5]), "non-decreasing"),
+    (lambda: sim.LinearStepTimes(step_time=0.0), "step_time"),
+])
+def test_bad_configuration_is_refused_by_name(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(workload=Workload.fixed(3, 130_000, 5000)), "maximum context"),
+    (dict(server=sim.Server(LLAMA, H100, kv_capacity_tokens=1000)), "KV-cache capacity"),
+    (dict(policy=sim.ContinuousBatching(max_prefill_tokens=256)), "max_prefill_tokens"),
+    (dict(arrivals=Timestamps([0.0, 1.0])), "timestamps"),
+    (dict(policy=sim.StaticBatching(), speculative=sim.Speculative(draft_step_time=1e-3)), "Static"),
+    (dict(arrivals="poisson"), "arrivals"),
+])
+def test_bad_simulations_are_refused_with_a_reason(kwargs, match):
+    base = dict(server=SERVER, workload=Workload.fixed(3, 1000, 500), arrivals=Poisson(1.0))
+    base.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        sim.simulate(sim.SimulationConfig(**base), 0)
+
+
+def test_bad_calls_are_refused():
+    res = run(Workload.fixed(3, 100, 5), Poisson(1.0))
+    with pytest.raises(ValueError, match="request_id"):
+        res.token_times(3)
+    with pytest.raises(ValueError, match="instance"):
+        res.timeseries("decode-0")
+    with pytest.raises(ValueError, match="seed"):
+        sim.simulate(res.config, seed=-1)
+    with pytest.raises(ValueError, match="config"):
+        sim.simulate("fast", 0)
+    with pytest.raises(ValueError, match="ttft"):
+        res.slo_attainment(ttft=-1.0)
