@@ -1,0 +1,803 @@
+"""Service-level objectives (SLOs): the largest batch a latency target allows, and goodput.
+
+A TPOT SLO tau caps the decode batch: the step time T(B) grows with B, so the
+largest batch with T(B) <= tau, B_SLO, is also the highest-throughput batch
+that meets it. For the book's dense step-time models T(B) is convex and
+piecewise linear, T(B) = max_k (alpha_k + beta_k B) (:func:`step_time_pieces`),
+so B_SLO has a closed form, floor(min_k (tau - alpha_k) / beta_k)
+(:func:`tpot_batch_bound`); for a mixture of experts (weights read grow with B)
+it is found numerically (:func:`max_batch_for_tpot`).
+
+Goodput has two meanings, both here:
+
+* **request goodput** (vLLM's benchmark, ``--goodput ttft:.. tpot:..``): the
+  requests per second that meet *every* SLO, counted over a run of known
+  duration (:func:`request_goodput`); a token version counts their output
+  tokens (:func:`token_goodput`);
+* **DistServe's goodput**: the highest request rate at which at least a given
+  fraction (e.g. 90 %) of requests meet both the TTFT and the TPOT SLO
+  (:func:`distserve_goodput`), often divided by the GPUs used.
+
+The goodput functions take arrays of per-request latencies, so a simulator's
+output or a benchmark log plugs in directly. For the chapter's numbers,
+:func:`steady_state` and :func:`request_latencies` supply a small analytic
+model of one replica: Little's law for the decode batch, prefills served first
+as an M/D/1 (or M/G/1) queue.
+
+Conventions
+-----------
+* A request meets an SLO when its value is <= the target (vLLM counts equality
+  as met). One-token requests have TPOT 0 (vLLM's convention for goodput).
+* TPOT is vLLM's (E2E - TTFT) / (output tokens - 1).
+* Rates are requests per second; ``n_gpus`` divides a goodput into per-GPU goodput.
+
+Examples
+--------
+>>> int(max_batch_for_tpot(0.030, "Llama-3.1-8B", "A100", 2048))
+166
+>>> ttft = [0.2, 0.4, 0.9, 0.3]
+>>> tpot = [0.020, 0.060, 0.030, 0.030]
+>>> request_goodput(ttft, tpot, duration=2.0, ttft_slo=0.5, tpot_slo=0.05)   # 2 good in 2 s
+1.0
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validation import (
+    as_array,
+    check_choice,
+    check_fraction,
+    check_integer,
+    check_nonnegative,
+    check_positive,
+    scalar_or_array,
+)
+from .decode import decode_step_parts, decode_step_time
+from .memory import max_batch_size
+from .models import get_model
+from .prefill import prefill_time
+
+__all__ = [
+    "READING_WPM",
+    "WORDS_PER_TOKEN",
+    "tpot_for_reading_speed",
+    "step_time_pieces",
+    "tpot_batch_bound",
+    "max_batch_for_tpot",
+    "wait_quantile",
+    "steady_state",
+    "max_batch_for_slos",
+    "request_latencies",
+    "meets_slo",
+    "slo_attainment",
+    "request_throughput",
+    "request_goodput",
+    "token_goodput",
+    "distserve_goodput",
+]
+
+#: Average adult silent reading rate of English non-fiction, words per minute
+#: (Brysbaert 2019, meta-analysis of 190 studies; fiction: 260 wpm).
+READING_WPM = 238.0
+#: Words per token of English text: OpenAI's rule of thumb "1 token ~ 4 characters
+#: ~ 3/4 of a word" (tokenizers differ by some 10-20 %).
+WORDS_PER_TOKEN = 0.75
+
+#: numeric search for B_SLO stops here when no ``max_batch`` is given
+_SEARCH_LIMIT = 1 << 16
+# floor() of a quotient that should be whole can land just below it (4.999999999999999)
+_FLOOR_NUDGE = 1e-12
+
+
+def tpot_for_reading_speed(words_per_minute=READING_WPM, words_per_token=WORDS_PER_TOKEN):
+    """The TPOT at which tokens arrive exactly as fast as a person reads, in seconds.
+
+    TPOT = words per token x 60 / (words per minute).
+
+    >>> round(tpot_for_reading_speed() * 1e3)     # ms: 238 wpm at 0.75 words/token
+    189
+    """
+    wpm = check_positive("words_per_minute", words_per_minute)
+    wpt = check_positive("words_per_token", words_per_token)
+    return scalar_or_array(wpt * 60.0 / wpm, words_per_minute, words_per_token)
+
+
+# ---------------------------------------------------------------- B_SLO for a TPOT target
+
+def step_time_pieces(model, accelerator, context_len, overlap="hybrid", **kwargs):
+    """The decode step time of a dense model as a max of lines: T(B) = max_k (alpha_k + beta_k B).
+
+    Parameters
+    ----------
+    model, accelerator, context_len
+        As in :func:`servingmath.decode.decode_step_time` (``context_len`` a scalar).
+    overlap : {"hybrid", "additive", "roofline"}
+    **kwargs
+        ``weight_dtype``, ``kv_dtype``, ``compute_dtype``, ``tensor_parallel``,
+        ``mfu``, ``mbu``, ``allreduce_latency``.
+
+    Returns
+    -------
+    alpha, beta : ndarray
+        Intercepts (s) and slopes (s per sequence) of the pieces: one for
+        ``"additive"``, two for ``"roofline"``, four for ``"hybrid"``.
+
+    Notes
+    -----
+    Every part of a dense decode step is affine in B: the weight read is a
+    constant, the matmuls, attention and KV reads are proportional to B, and
+    the all-reduces are 2(N-1) alpha + a term proportional to B. Sums and
+    maxima of affine functions are maxima of affine functions:
+    additive = one line; roofline = max(weights + KV, matmuls + attention);
+    hybrid = max(weights, matmuls) + max(KV, attention), four lines. The
+    communication is added to every piece.
+
+    Raises
+    ------
+    ValueError
+        For a mixture of experts, whose weight read grows with B (not affine):
+        use :func:`max_batch_for_tpot` with ``method="numeric"``.
+
+    Examples
+    --------
+    >>> a, b = step_time_pieces("Llama-3.1-8B", "H100", 2048, overlap="additive")
+    >>> round(float(a[0]) * 1e3, 3), round(float(b[0]) * 1e6, 3)   # ms, us per sequence
+    (4.794, 96.386)
+    """
+    check_choice("overlap", overlap, ("additive", "roofline", "hybrid"))
+    model = get_model(model)
+    if model.is_moe:
+        raise ValueError(f"model {model.name} is a mixture of experts: the weight bytes a step "
+                         "reads grow with the batch (more experts touched), so T(B) is not "
+                         "piecewise linear. Use max_batch_for_tpot(..., method='numeric').")
+    if np.ndim(context_len) != 0:
+        raise ValueError(f"context_len must be a single number here, got {context_len!r}")
+    one = decode_step_parts(model, accelerator, 1, context_len, **kwargs)
+    two = decode_step_parts(model, accelerator, 2, context_len, **kwargs)
+    slope = {k: float(two[k] - one[k]) for k in one}
+    icept = {k: float(one[k]) - slope[k] for k in one}
+    groups = {"additive": [[("weight_memory", "linear_compute", "kv_memory", "attention_compute")]],
+              "roofline": [[("weight_memory", "kv_memory"), ("linear_compute", "attention_compute")]],
+              "hybrid": [[("weight_memory",), ("linear_compute",)],
+                         [("kv_memory",), ("attention_compute",)]]}[overlap]
+    # each piece picks one alternative from every group, plus the communication
+    pieces = [((), ())]
+    for alternatives in groups:
+        pieces = [(names + alt, None) for names, _ in pieces for alt in alternatives]
+    alpha = np.array([icept["communication"] + sum(icept[n] for n in names) for names, _ in pieces])
+    beta = np.array([slope["communication"] + sum(slope[n] for n in names) for names, _ in pieces])
+    return alpha, beta
+
+
+def tpot_batch_bound(tpot_slo, model, accelerator, context_len, overlap="hybrid", **kwargs):
+    """The closed form B* = min_k (tau - alpha_k) / beta_k: the real-valued batch at which T(B) = tau.
+
+    Parameters
+    ----------
+    tpot_slo : float or array
+        The TPOT target tau, seconds.
+    model, accelerator, context_len, overlap, **kwargs
+        As in :func:`step_time_pieces`.
+
+    Returns
+    -------
+    float or ndarray
+        B* (not rounded; may be below 1 or negative when even a single
+        sequence misses the target). ``inf`` if no piece grows with B.
+
+    Notes
+    -----
+    T(B) = max_k (alpha_k + beta_k B) <= tau holds exactly when every piece is
+    <= tau, i.e. B <= (tau - alpha_k) / beta_k for every k with beta_k > 0
+    (pieces with beta_k = 0 only need alpha_k <= tau). For the hybrid model
+    of a bandwidth-bound attention this is
+    B* = min((tau - T_w) / m_kv, tau / (c_lin + m_kv)): the bandwidth left
+    after the weight read, per sequence's KV read; or the compute-bound limit.
+
+    Examples
+    --------
+    >>> round(tpot_batch_bound(0.030, "Llama-3.1-8B", "A100", 2048), 2)
+    166.89
+    """
+    tau = check_positive("tpot_slo", tpot_slo)
+    alpha, beta = step_time_pieces(model, accelerator, context_len, overlap=overlap, **kwargs)
+    t = tau[..., None]
+    grows = beta > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = np.where(grows, (t - alpha) / np.where(grows, beta, 1.0),
+                         np.where(alpha <= t, np.inf, -np.inf))
+    return scalar_or_array(bound.min(axis=-1), tpot_slo)
+
+
+def _numeric_batch(tau, model, accelerator, context_len, limit, kwargs):
+    b = np.arange(1, limit + 1)
+    t = np.asarray(decode_step_time(model, accelerator, b, context_len, **kwargs), dtype=float)
+    t = np.maximum.accumulate(t)          # T(B) is non-decreasing; guard against rounding
+    return np.searchsorted(t, tau, side="right")
+
+
+def max_batch_for_tpot(tpot_slo, model, accelerator, context_len, max_batch=None,
+                       method="auto", overlap="hybrid", **kwargs):
+    """B_SLO: the largest whole batch whose decode step meets the TPOT target, T(B) <= tau.
+
+    Parameters
+    ----------
+    tpot_slo : float or array
+        tau in seconds.
+    model, accelerator, context_len
+        As in :func:`servingmath.decode.decode_step_time` (``context_len`` a scalar).
+    max_batch : int, optional
+        A cap (e.g. the memory wall, :func:`servingmath.memory.max_batch_size`).
+        Without it the numeric search stops at 65536.
+    method : {"auto", "closed_form", "numeric"}
+        ``"closed_form"``: floor of :func:`tpot_batch_bound` (dense models);
+        ``"numeric"``: evaluate T(B) for B = 1, 2, ... and search (any model);
+        ``"auto"``: closed form for dense models, numeric for MoE.
+    overlap, **kwargs
+        As in :func:`servingmath.decode.decode_step_time`.
+
+    Returns
+    -------
+    int or ndarray of int
+        B_SLO >= 0 (0: even one sequence misses tau). Non-decreasing in tau.
+
+    Examples
+    --------
+    >>> int(max_batch_for_tpot(0.050, "Llama-3.1-8B", "A100", 2048))
+    278
+    >>> int(max_batch_for_tpot(0.050, "Llama-3.1-8B", "A100", 2048, max_batch=200))
+    200
+    >>> int(max_batch_for_tpot(0.050, "Mixtral-8x7B", "H100", 2048, max_batch=4096))   # numeric
+    276
+    """
+    tau = check_positive("tpot_slo", tpot_slo)
+    check_choice("method", method, ("auto", "closed_form", "numeric"))
+    model = get_model(model)
+    cap = None if max_batch is None else int(check_integer("max_batch", max_batch, minimum=0))
+    if method == "auto":
+        method = "numeric" if model.is_moe else "closed_form"
+    if method == "closed_form":
+        bound = np.asarray(tpot_batch_bound(tau, model, accelerator, context_len, overlap=overlap,
+                                            **kwargs), dtype=float)
+        b = np.floor(np.minimum(bound, 2.0**62) * (1.0 + _FLOOR_NUDGE))
+        b = np.maximum(b, 0.0)
+        if cap is not None:
+            b = np.minimum(b, cap)
+        b = b.astype(np.int64)
+    else:
+        limit = _SEARCH_LIMIT if cap is None else cap
+        b = _numeric_batch(tau, model, accelerator, context_len, limit, dict(kwargs, overlap=overlap)) \
+            if limit > 0 else np.zeros(np.shape(tau), dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+    return int(b) if np.ndim(tpot_slo) == 0 else b
+
+
+# ---------------------------------------------------------------- a small analytic model of one replica
+
+def _md1_mean_wait(rate, service_time):
+    """Mean wait in queue of an M/D/1 queue: rho s / (2 (1 - rho)), rho = rate x s (seconds).
+
+    Poisson arrivals at ``rate``, one server, every job takes ``service_time``.
+    ``inf`` where rho >= 1 (the queue grows without bound). It is half the
+    M/M/1 wait rho s / (1 - rho): deterministic service halves the queueing.
+
+    References
+    ----------
+    Pollaczek-Khinchine formula with a constant service time; e.g. L. Kleinrock,
+    Queueing Systems, Vol. 1 (1975), section 5.6.
+
+    Kept private and inline so that this module needs no queueing module;
+    :mod:`servingmath.queueing` has the same formulas for the queueing chapter.
+
+    >>> _md1_mean_wait(10.0, 0.05)     # rho = 0.5: wait = s / 2
+    0.025
+    """
+    lam = check_nonnegative("rate", rate)
+    s = check_positive("service_time", service_time)
+    rho = lam * s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(rho < 1, rho * s / (2 * np.where(rho < 1, 1 - rho, 1.0)), np.inf)
+    return scalar_or_array(w, rate, service_time)
+
+
+def _mg1_mean_wait(rate, mean_service, second_moment):
+    """Mean wait in queue of an M/G/1 queue (Pollaczek-Khinchine): rate E[S^2] / (2 (1 - rho)).
+
+    ``mean_service`` = E[S], ``second_moment`` = E[S^2] (>= E[S]^2). ``inf`` where rho >= 1.
+
+    >>> round(_mg1_mean_wait(10.0, 0.05, 0.0025), 6)     # constant service: the M/D/1 value
+    0.025
+    """
+    lam = check_nonnegative("rate", rate)
+    s = check_positive("mean_service", mean_service)
+    s2 = check_positive("second_moment", second_moment)
+    if np.any(s2 < s * s * (1 - 1e-12)):
+        raise ValueError(f"second_moment must be >= mean_service**2 (a variance cannot be "
+                         f"negative), got {float(np.min(s2)):g} < {float(np.max(s)) ** 2:g}")
+    rho = lam * s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(rho < 1, lam * s2 / (2 * np.where(rho < 1, 1 - rho, 1.0)), np.inf)
+    return scalar_or_array(w, rate, mean_service, second_moment)
+
+
+def wait_quantile(q, utilisation, mean_wait):
+    """The q-quantile of the wait in queue, by the exponential-tail approximation (seconds).
+
+    P(wait > w) ~ rho exp(-rho w / W) with rho the utilisation and W the mean
+    wait: a wait is zero with probability 1 - rho (exact for M/G/1, by PASTA);
+    given that it is positive it is taken as exponential with mean W / rho
+    (exact for M/M/1, a heavy-traffic approximation otherwise). So
+    w_q = (W / rho) ln(rho / (1 - q)) when q > 1 - rho, else 0.
+
+    References
+    ----------
+    J. F. C. Kingman, "The single server queue in heavy traffic", Proc. Cambridge
+    Phil. Soc. 57 (1961): the wait is asymptotically exponential as rho -> 1.
+
+    >>> round(wait_quantile(0.99, 0.5, 0.025) * 1e3, 1)    # ms: M/D/1 at rho = 0.5, s = 50 ms
+    195.6
+    >>> wait_quantile(0.4, 0.5, 0.025)                      # 50 % of requests do not wait
+    0.0
+    """
+    qq = as_array("q", q)
+    if np.any((qq <= 0) | (qq >= 1)):
+        raise ValueError(f"q must be in (0, 1), got {float(np.ravel(qq)[0]):g}")
+    rho = check_nonnegative("utilisation", utilisation)
+    w = check_nonnegative("mean_wait", mean_wait)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(rho + qq > 1, w / np.where(rho > 0, rho, 1.0)
+                       * np.log(np.where(rho > 0, rho, 1.0) / (1 - qq)), 0.0)
+    out = np.where(np.isinf(w), np.inf, np.maximum(out, 0.0))
+    return scalar_or_array(out, q, utilisation, mean_wait)
+
+
+_SHARED_KWARGS = ("weight_dtype", "kv_dtype", "compute_dtype", "tensor_parallel", "mfu", "mbu",
+                  "overlap", "allreduce_latency")
+
+
+def _check_kwargs(kwargs):
+    unknown = set(kwargs) - set(_SHARED_KWARGS)
+    if unknown:
+        raise ValueError(f"unknown keyword argument(s) {', '.join(sorted(unknown))}; "
+                         f"allowed: {', '.join(_SHARED_KWARGS)}")
+
+
+def steady_state(model, accelerator, batch_size, prompt_len, output_len, context_len=None, **kwargs):
+    """One replica in steady state with ``batch_size`` sequences decoding: rate, TPOT and TTFT.
+
+    Model (all requests alike): each request is prefilled alone and first
+    (prefill time t_p, the GPU does nothing else meanwhile), then decodes
+    L_o - 1 more tokens in a batch of B sequences (step time T(B)).
+
+    Parameters
+    ----------
+    model, accelerator
+    batch_size : int or array of int
+        B, sequences decoding at once (the mean over time).
+    prompt_len, output_len : int
+        L_p and L_o (>= 2) of every request.
+    context_len : int, optional
+        Tokens in each sequence's KV cache for T(B); default L_p + L_o // 2
+        (the mean over a sequence's decode).
+    **kwargs
+        Shared by the decode and the prefill: ``weight_dtype``, ``kv_dtype``,
+        ``compute_dtype``, ``tensor_parallel``, ``mfu``, ``mbu``, ``overlap``,
+        ``allreduce_latency``.
+
+    Returns
+    -------
+    dict
+        ``rate`` (req/s), ``utilisation`` (rho, share of GPU time in prefill),
+        ``tpot`` (s), ``ttft`` (mean, s), ``ttft_p99`` (99th percentile, s),
+        ``throughput`` (output tok/s), ``step_time`` (T(B), s), ``prefill_time`` (t_p, s).
+
+    Notes
+    -----
+    GPU time per second: rate x t_p on prefills, the rest on decode steps of
+    B tokens, which must make the rate x (L_o - 1) decode tokens:
+    rate (L_o - 1) = B (1 - rate t_p) / T(B), so
+
+        rate = B / ((L_o - 1) T(B) + B t_p),   rho = rate t_p,
+        TPOT = T(B) / (1 - rho)     (decode pauses while prefills run),
+        TTFT = t_p + rho t_p / (2 (1 - rho))   (M/D/1 mean wait for the prefill).
+
+    rho < 1 at every B. The wait for the decode step in flight (< T(B)) is left
+    out. The P99 TTFT uses the exponential-tail approximation of the wait
+    (see :func:`wait_quantile`).
+
+    Examples
+    --------
+    >>> s = steady_state("Llama-3.1-8B", "A100", 64, prompt_len=1024, output_len=256)
+    >>> round(s["rate"], 2), round(s["tpot"] * 1e3, 2), round(s["ttft"] * 1e3, 1)
+    (10.31, 24.34, 68.4)
+    """
+    _check_kwargs(kwargs)
+    lp = int(check_integer("prompt_len", prompt_len, minimum=1))
+    lo = int(check_integer("output_len", output_len, minimum=2))
+    s = lp + lo // 2 if context_len is None else context_len
+    b = check_integer("batch_size", batch_size, minimum=1)
+    t = np.asarray(decode_step_time(model, accelerator, b, s, **kwargs), dtype=float)
+    tp = float(prefill_time(model, accelerator, lp, **kwargs))
+    rate = b / ((lo - 1) * t + b * tp)
+    rho = rate * tp
+    wait = _md1_mean_wait(rate, tp)
+    result = {
+        "rate": rate,
+        "utilisation": rho,
+        "tpot": t / (1 - rho),
+        "ttft": tp + wait,
+        "ttft_p99": tp + wait_quantile(0.99, rho, wait),
+        "throughput": rate * lo,
+        "step_time": t,
+        "prefill_time": np.full_like(t, tp),
+    }
+    if np.ndim(batch_size) == 0:
+        return {k: float(v) for k, v in result.items()}
+    return result
+
+
+def max_batch_for_slos(model, accelerator, prompt_len, output_len, tpot_slo=None, ttft_slo=None,
+                       max_batch=None, context_len=None, ttft_statistic="p99", **kwargs) -> dict:
+    """The largest batch that meets a TPOT and a TTFT target in :func:`steady_state`, and which limit binds.
+
+    Parameters
+    ----------
+    tpot_slo, ttft_slo : float or None
+        Targets in seconds (None: no target), compared with the steady state:
+        TPOT including prefill pauses (every request sees the same TPOT in
+        this model), and the TTFT statistic below.
+    ttft_statistic : {"p99", "mean"}
+        Which TTFT must meet ``ttft_slo``: the 99th percentile (as MLPerf's
+        server scenario requires) or the mean.
+    max_batch : int, optional
+        The memory wall; default :func:`servingmath.memory.max_batch_size` at
+        the context length (L_p + L_o // 2 unless given).
+    Other parameters as in :func:`steady_state`.
+
+    Returns
+    -------
+    dict
+        ``batch_size`` (the largest allowed, 0 if none), ``binding`` (``"tpot"``,
+        ``"ttft"`` or ``"memory"``: the limit that sets it; on a tie the memory
+        wall is named first, then TPOT), ``tpot_limit``, ``ttft_limit``, ``memory_limit`` (the batch each
+        allows alone) and the steady state at ``batch_size``.
+
+    Examples
+    --------
+    >>> r = max_batch_for_slos("Llama-3.1-8B", "H100", 8192, 128, tpot_slo=0.05, ttft_slo=1.0)
+    >>> r["batch_size"], r["binding"], r["tpot_limit"], r["memory_limit"]
+    (26, 'ttft', 32, 51)
+    """
+    _check_kwargs(kwargs)
+    check_choice("ttft_statistic", ttft_statistic, ("p99", "mean"))
+    lp = int(check_integer("prompt_len", prompt_len, minimum=1))
+    lo = int(check_integer("output_len", output_len, minimum=2))
+    s = lp + lo // 2 if context_len is None else int(context_len)
+    if max_batch is None:
+        mem_kwargs = {k: kwargs[k] for k in ("weight_dtype", "kv_dtype", "tensor_parallel") if k in kwargs}
+        max_batch = int(max_batch_size(model, accelerator, s, **mem_kwargs))
+    cap = int(check_integer("max_batch", max_batch, minimum=0))
+    limits = {"memory": cap}
+    if cap == 0:
+        limits.update(tpot=0, ttft=0)
+    else:
+        state = steady_state(model, accelerator, np.arange(1, cap + 1), lp, lo, s, **kwargs)
+        column = {"tpot": "tpot", "ttft": "ttft" if ttft_statistic == "mean" else "ttft_p99"}
+        for name, slo in (("tpot", tpot_slo), ("ttft", ttft_slo)):
+            if slo is None:
+                limits[name] = cap
+            else:
+                tau = float(check_positive(f"{name}_slo", slo))
+                values = np.maximum.accumulate(state[column[name]])
+                limits[name] = int(np.searchsorted(values, tau, side="right"))
+    best = min(limits["tpot"], limits["ttft"], limits["memory"])
+    binding = next(n for n in ("memory", "tpot", "ttft") if limits[n] == best)
+    result = {"batch_size": best, "binding": binding, "tpot_limit": limits["tpot"],
+              "ttft_limit": limits["ttft"], "memory_limit": limits["memory"]}
+    if best > 0:
+        result.update(steady_state(model, accelerator, best, lp, lo, s, **kwargs))
+    return result
+
+
+def request_latencies(model, accelerator, rates, prompt_lens, output_lens, max_batch=None,
+                      seed=0, **kwargs) -> dict:
+    """Per-request TTFT, TPOT and E2E latency of a workload at each request rate (analytic model).
+
+    A mean-value model of one replica (the simulator chapters replace it):
+
+    * decode: the mean batch B follows from Little's law, rate (E[L_o] - 1) =
+      B (1 - rho) / T(B), with T at the mean context E[L_p] + E[L_o] / 2;
+      every request sees TPOT = T(B) / (1 - rho) (prefills pause decoding);
+    * prefill: requests are prefilled first, one at a time, as an M/G/1 queue
+      with service times t_p(L_p): rho = rate E[t_p], mean wait
+      W = rate E[t_p^2] / (2 (1 - rho)) (Pollaczek-Khinchine). Each request's
+      wait is drawn from the usual exponential-tail approximation,
+      P(wait > w) = rho exp(-rho w / W) (exact for M/M/1; mean W; P(wait > 0) = rho);
+    * TTFT_i = wait_i + t_p(L_p,i); E2E_i = TTFT_i + (L_o,i - 1) TPOT.
+
+    At a rate the replica cannot sustain (rho >= 1 or B beyond ``max_batch``)
+    the queue grows without bound: every latency is ``inf``.
+
+    Parameters
+    ----------
+    rates : float or array
+        Request arrival rates, req/s (> 0).
+    prompt_lens, output_lens : array of int
+        The workload: one entry per request (output lengths >= 1).
+    max_batch : int, optional
+        Memory wall; default :func:`servingmath.memory.max_batch_size` at the mean context.
+    seed : int
+        Seeds the uniform numbers that place each request in the wait distribution
+        (the same numbers at every rate, so latencies grow with the rate).
+    **kwargs
+        As in :func:`steady_state`.
+
+    Returns
+    -------
+    dict
+        ``ttft``, ``tpot``, ``e2el``: arrays of shape (n_rates, n_requests) in s
+        (1-D for a scalar rate); ``batch_size``, ``utilisation``,
+        ``duration`` (n_requests / rate: the span over which the requests
+        arrive), ``stable`` (bool): one per rate; ``max_rate``: the highest
+        sustainable rate (req/s).
+
+    Examples
+    --------
+    >>> r = request_latencies("Llama-3.1-8B", "A100", 10.0, [1024] * 4, [256] * 4)
+    >>> round(float(r["tpot"][0]) * 1e3, 2), round(r["max_rate"], 1)
+    (22.89, 12.8)
+    """
+    _check_kwargs(kwargs)
+    lam = np.atleast_1d(check_positive("rates", rates)).astype(float)
+    lp = check_integer("prompt_lens", np.atleast_1d(prompt_lens), minimum=1).ravel()
+    lo = check_integer("output_lens", np.atleast_1d(output_lens), minimum=1).ravel()
+    if lp.size != lo.size or lp.size == 0:
+        raise ValueError(f"prompt_lens and output_lens must be non-empty and of equal length, "
+                         f"got {lp.size} and {lo.size}")
+    s_mean = int(round(float(lp.mean() + lo.mean() / 2)))
+    if max_batch is None:
+        mem_kwargs = {k: kwargs[k] for k in ("weight_dtype", "kv_dtype", "tensor_parallel") if k in kwargs}
+        max_batch = int(max_batch_size(model, accelerator, s_mean, **mem_kwargs))
+    cap = int(check_integer("max_batch", max_batch, minimum=1))
+    unique_lp, inverse = np.unique(lp, return_inverse=True)
+    tp = np.asarray(prefill_time(model, accelerator, unique_lp, **kwargs), dtype=float)[inverse]
+    e_tp, e_tp2 = float(tp.mean()), float((tp**2).mean())
+    decode_tokens = float(lo.mean() - 1)
+    b_grid = np.arange(1, cap + 1, dtype=float)
+    t_grid = np.maximum.accumulate(np.asarray(
+        decode_step_time(model, accelerator, b_grid.astype(np.int64), s_mean, **kwargs), dtype=float))
+    rate_grid = b_grid / (decode_tokens * t_grid + b_grid * e_tp)       # increasing in B
+    rho = lam * e_tp
+    stable = (rho < 1) & (lam <= rate_grid[-1])
+    safe_rho = np.where(stable, rho, 0.5)
+    # mean batch: below one sequence the lone sequence decodes at T(1)
+    # T(B) is taken piecewise linear between whole batch sizes; within the segment that holds
+    # the rate, B (1 - rho) = rate m (T_i + slope (B - B_i)) is linear in B: solve it exactly
+    low = lam <= rate_grid[0]
+    i = np.clip(np.searchsorted(rate_grid, lam) - 1, 0, max(cap - 2, 0))
+    j = np.minimum(i + 1, cap - 1)
+    slope = np.where(j > i, (t_grid[j] - t_grid[i]), 0.0)
+    served = lam * decode_tokens
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b_seg = served * (t_grid[i] - slope * b_grid[i]) / ((1 - safe_rho) - served * slope)
+    b_mean = np.where(low, served * t_grid[0] / (1 - safe_rho), b_seg)
+    step = np.where(low, t_grid[0], t_grid[i] + slope * (b_mean - b_grid[i]))
+    tpot_all = step / (1 - safe_rho)
+    wait_mean = lam * e_tp2 / (2 * (1 - safe_rho))
+    u = np.random.default_rng(seed).random(lp.size)
+    scale = (wait_mean / safe_rho)[:, None]
+    wait = np.maximum(0.0, scale * np.log(safe_rho[:, None] / (1 - u[None, :])))   # wait_quantile(u)
+    ttft = wait + tp[None, :]
+    tpot = np.where(lo[None, :] > 1, tpot_all[:, None], 0.0)
+    e2el = ttft + (lo[None, :] - 1) * tpot
+    bad = ~stable[:, None]
+    ttft, tpot, e2el = (np.where(bad, np.inf, a) for a in (ttft, tpot, e2el))
+    result = {"ttft": ttft, "tpot": tpot, "e2el": e2el,
+              "batch_size": np.where(stable, b_mean, np.nan), "utilisation": rho,
+              "duration": lp.size / lam, "stable": stable,
+              "max_rate": float(min(rate_grid[-1], 1.0 / e_tp))}
+    if np.ndim(rates) == 0:
+        for k in ("ttft", "tpot", "e2el"):
+            result[k] = result[k][0]
+        for k in ("batch_size", "utilisation", "duration"):
+            result[k] = float(result[k][0])
+        result["stable"] = bool(result["stable"][0])
+    return result
+
+
+# ---------------------------------------------------------------- goodput
+
+def _latencies(name, value):
+    """Latencies: non-negative, NaN rejected, +inf allowed (a request that never finished)."""
+    if value is None or isinstance(value, (str, bytes)):
+        raise ValueError(f"{name} must be an array of latencies in seconds, got {value!r}")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of latencies in seconds, got {value!r}") from None
+    if arr.size and np.any(np.isnan(arr)):
+        raise ValueError(f"{name} must not contain NaN")
+    if arr.size and np.any(arr < 0):
+        raise ValueError(f"{name} must be >= 0, got {float(arr[arr < 0].flat[0]):g}")
+    return np.atleast_1d(arr)
+
+
+def meets_slo(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
+    """Which requests meet every SLO given: value <= target for each (metric, target) pair.
+
+    Parameters
+    ----------
+    ttft, tpot, e2el : array of float, seconds
+        Per-request TTFT, TPOT (0 for one-token requests) and end-to-end latency.
+    ttft_slo, tpot_slo, e2el_slo : float or None
+        Targets in seconds; a metric without a target is not checked.
+
+    Returns
+    -------
+    ndarray of bool
+
+    Examples
+    --------
+    >>> meets_slo([0.2, 0.9], [0.03, 0.03], ttft_slo=0.5, tpot_slo=0.05)
+    array([ True, False])
+    """
+    checks = []
+    for metric, values, slo in (("ttft", ttft, ttft_slo), ("tpot", tpot, tpot_slo), ("e2el", e2el, e2el_slo)):
+        if slo is None:
+            continue
+        if values is None:
+            raise ValueError(f"{metric}_slo = {slo!r} is given but {metric} is missing")
+        target = float(check_positive(f"{metric}_slo", slo))
+        checks.append(_latencies(metric, values) <= target)
+    if not checks:
+        raise ValueError("give at least one target: ttft_slo, tpot_slo or e2el_slo")
+    shapes = {c.shape for c in checks}
+    if len(shapes) > 1:
+        raise ValueError(f"the latency arrays must have the same length, got shapes {sorted(shapes)}")
+    return np.logical_and.reduce(checks)
+
+
+def slo_attainment(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
+    """The fraction of requests that meet every SLO given (0 to 1).
+
+    >>> slo_attainment([0.2, 0.9, 0.3, 0.4], ttft_slo=0.5)
+    0.75
+    """
+    ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
+    if ok.size == 0:
+        raise ValueError("no requests: attainment is undefined")
+    return float(ok.mean())
+
+
+def request_throughput(n_requests, duration, n_gpus=1):
+    """Completed requests per second (per GPU with ``n_gpus``): n / duration / n_gpus.
+
+    >>> request_throughput(120, 60.0)
+    2.0
+    """
+    n = check_integer("n_requests", n_requests, minimum=0)
+    d = check_positive("duration", duration)
+    g = check_integer("n_gpus", n_gpus, minimum=1)
+    return scalar_or_array(n / d / g, n_requests, duration, n_gpus)
+
+
+def request_goodput(ttft=None, tpot=None, duration=None, ttft_slo=None, tpot_slo=None,
+                    e2el=None, e2el_slo=None, n_gpus=1) -> float:
+    """vLLM's request goodput: requests that meet every SLO, per second (per GPU with ``n_gpus``).
+
+    Parameters
+    ----------
+    ttft, tpot, e2el : array of float
+        Per-request latencies in seconds, for the completed requests of a run.
+    duration : float
+        Length of the run in seconds.
+    ttft_slo, tpot_slo, e2el_slo : float or None
+        Targets in seconds (vLLM takes them in ms on its command line).
+    n_gpus : int
+
+    Returns
+    -------
+    float
+        good requests / duration / n_gpus; never more than :func:`request_throughput`.
+
+    References
+    ----------
+    vLLM ``benchmarks/benchmark_serving.py``, ``calculate_metrics`` (``request_goodput
+    = good_completed / dur_s``; a request is good when every given SLO >= its
+    metric), read 2026-11.
+
+    Examples
+    --------
+    >>> request_goodput([0.2, 0.5, 0.9], [0.02, 0.05, 0.02], 3.0, ttft_slo=0.5, tpot_slo=0.05)
+    0.6666666666666666
+    """
+    if duration is None:
+        raise ValueError("duration (seconds) is required: goodput is a rate")
+    d = float(check_positive("duration", duration))
+    g = int(check_integer("n_gpus", n_gpus, minimum=1))
+    ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
+    return float(ok.sum() / d / g)
+
+
+def token_goodput(output_lens, ttft=None, tpot=None, duration=None, ttft_slo=None, tpot_slo=None,
+                  e2el=None, e2el_slo=None, n_gpus=1) -> float:
+    """Output tokens of the requests that meet every SLO, per second (per GPU with ``n_gpus``).
+
+    >>> token_goodput([100, 300], [0.2, 0.9], duration=2.0, ttft_slo=0.5)
+    50.0
+    """
+    if duration is None:
+        raise ValueError("duration (seconds) is required: goodput is a rate")
+    d = float(check_positive("duration", duration))
+    g = int(check_integer("n_gpus", n_gpus, minimum=1))
+    lens = np.atleast_1d(check_integer("output_lens", output_lens, minimum=0))
+    ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
+    if ok.shape != lens.shape:
+        raise ValueError(f"output_lens has {lens.size} entries but the latencies have {ok.size}")
+    return float(lens[ok].sum() / d / g)
+
+
+def distserve_goodput(rates, attainment, target=0.9, n_gpus=1, interpolate=True) -> float:
+    """DistServe's goodput: the highest request rate at which >= ``target`` of requests meet the SLOs.
+
+    Parameters
+    ----------
+    rates : array of float
+        Request rates tried (req/s), any order.
+    attainment : array of float
+        The SLO attainment (0 to 1) measured at each rate (:func:`slo_attainment`).
+    target : float in (0, 1]
+        The attainment goal (DistServe uses 90 % in most experiments).
+    n_gpus : int
+        GPUs serving the rates; the result is per GPU.
+    interpolate : bool
+        True: interpolate linearly between the last rate that meets the goal
+        and the first that misses it. False: the highest tried rate that meets it.
+
+    Returns
+    -------
+    float
+        req/s (per GPU); 0.0 if even the lowest rate misses the goal. Only the
+        rates up to the first miss count: a rate above a miss that happens to
+        meet the goal again (noise) does not raise the goodput.
+
+    References
+    ----------
+    Y. Zhong et al., "DistServe: Disaggregating Prefill and Decoding for
+    Goodput-optimized Large Language Model Serving", OSDI 2024 (arXiv:2401.09670):
+    "the maximum request rate that can be served adhering to the SLO
+    attainment goal (say, 90 %)", reported per GPU.
+
+    Examples
+    --------
+    >>> distserve_goodput([1, 2, 3, 4], [1.0, 0.95, 0.85, 0.5])
+    2.5
+    >>> distserve_goodput([1, 2, 3, 4], [1.0, 0.95, 0.85, 0.5], interpolate=False, n_gpus=2)
+    1.0
+    """
+    r = check_positive("rates", rates).ravel()
+    a = as_array("attainment", attainment).ravel()
+    if r.size != a.size or r.size == 0:
+        raise ValueError(f"rates and attainment must be non-empty and of equal length, "
+                         f"got {r.size} and {a.size}")
+    if np.any((a < 0) | (a > 1)):
+        raise ValueError(f"attainment must be in [0, 1], got {float(a[(a < 0) | (a > 1)][0]):g}")
+    goal = float(check_fraction("target", target))
+    g = int(check_integer("n_gpus", n_gpus, minimum=1))
+    order = np.argsort(r, kind="stable")
+    r, a = r[order], a[order]
+    miss = np.flatnonzero(a < goal)
+    if miss.size == 0:
+        best = r[-1]
+    elif miss[0] == 0:
+        best = 0.0
+    else:
+        i = miss[0]
+        best = r[i - 1]
+        if interpolate:
+            best = r[i - 1] + (a[i - 1] - goal) / (a[i - 1] - a[i]) * (r[i] - r[i - 1])
+    return float(best / g)
