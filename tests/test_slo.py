@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from servingmath import queueing
 from servingmath import slo
 from servingmath.decode import decode_step_time
 from servingmath.prefill import prefill_time
@@ -111,15 +112,12 @@ def test_bad_input_is_named(call, message):
 
 # ---------------------------------------------------------------- queueing
 
-def test_md1_is_half_of_mm1_and_equals_pollaczek_khinchine():
+def test_the_steady_state_model_uses_the_queueing_modules_md1_wait():
+    # slo.py takes its M/D/1 wait from servingmath.queueing (tested there): half the M/M/1 wait
     s, lam = 0.05, np.array([1.0, 5.0, 10.0, 19.0])
     rho = lam * s
-    np.testing.assert_allclose(slo._md1_mean_wait(lam, s), 0.5 * rho * s / (1 - rho), rtol=1e-12)
-    np.testing.assert_allclose(slo._mg1_mean_wait(lam, s, s * s), slo._md1_mean_wait(lam, s), rtol=1e-12)
-    assert slo._md1_mean_wait(20.0, s) == math.inf and slo._mg1_mean_wait(25.0, s, 1.0) == math.inf
-    assert slo._md1_mean_wait(0.0, s) == 0.0
-    with pytest.raises(ValueError, match="second_moment"):
-        slo._mg1_mean_wait(1.0, 0.05, 0.001)
+    np.testing.assert_allclose(slo.md1_mean_wait(lam, s), 0.5 * rho * s / (1 - rho), rtol=1e-12)
+    assert slo.md1_mean_wait(20.0, s) == math.inf
 
 
 @settings(max_examples=50, deadline=None)
@@ -146,7 +144,7 @@ def test_steady_state_obeys_littles_law_and_grows_with_the_batch(model, acc, lp,
     for key in ("rate", "tpot", "ttft", "ttft_p99", "throughput"):
         assert np.all(np.diff(st_[key]) >= 0), key
     np.testing.assert_allclose(st_["ttft"], st_["prefill_time"]
-                               + slo._md1_mean_wait(st_["rate"], st_["prefill_time"][0]), rtol=1e-9)
+                               + queueing.md1_mean_wait(st_["rate"], st_["prefill_time"][0]), rtol=1e-9)
 
 
 def test_max_batch_for_slos_meets_the_targets_and_names_the_binding_limit():
@@ -170,7 +168,7 @@ def test_request_latencies_are_consistent_with_their_model():
     tp = prefill_time("Llama-3.1-8B", "H100", lp)
     ok = r["stable"]
     assert ok.tolist() == [True, True, True, False] and np.all(np.isinf(r["ttft"][~ok]))
-    wait = slo._mg1_mean_wait(rates[ok], tp.mean(), (tp**2).mean())
+    wait = queueing.mg1_mean_wait(rates[ok], tp.mean(), tp.std())
     np.testing.assert_allclose((r["ttft"][ok] - tp).mean(axis=1), wait, rtol=0.1)
     # Little's law for the decode phase
     np.testing.assert_allclose(r["batch_size"][ok], rates[ok] * (lo.mean() - 1) * r["tpot"][ok, 0], rtol=1e-6)

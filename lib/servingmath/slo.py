@@ -47,6 +47,7 @@ import math
 
 import numpy as np
 
+from .queueing import md1_mean_wait
 from ._validation import (
     as_array,
     check_choice,
@@ -278,52 +279,6 @@ def max_batch_for_tpot(tpot_slo, model, accelerator, context_len, max_batch=None
 
 # ---------------------------------------------------------------- a small analytic model of one replica
 
-def _md1_mean_wait(rate, service_time):
-    """Mean wait in queue of an M/D/1 queue: rho s / (2 (1 - rho)), rho = rate x s (seconds).
-
-    Poisson arrivals at ``rate``, one server, every job takes ``service_time``.
-    ``inf`` where rho >= 1 (the queue grows without bound). It is half the
-    M/M/1 wait rho s / (1 - rho): deterministic service halves the queueing.
-
-    References
-    ----------
-    Pollaczek-Khinchine formula with a constant service time; e.g. L. Kleinrock,
-    Queueing Systems, Vol. 1 (1975), section 5.6.
-
-    Kept private and inline so that this module needs no queueing module;
-    :mod:`servingmath.queueing` has the same formulas for the queueing chapter.
-
-    >>> _md1_mean_wait(10.0, 0.05)     # rho = 0.5: wait = s / 2
-    0.025
-    """
-    lam = check_nonnegative("rate", rate)
-    s = check_positive("service_time", service_time)
-    rho = lam * s
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(rho < 1, rho * s / (2 * np.where(rho < 1, 1 - rho, 1.0)), np.inf)
-    return scalar_or_array(w, rate, service_time)
-
-
-def _mg1_mean_wait(rate, mean_service, second_moment):
-    """Mean wait in queue of an M/G/1 queue (Pollaczek-Khinchine): rate E[S^2] / (2 (1 - rho)).
-
-    ``mean_service`` = E[S], ``second_moment`` = E[S^2] (>= E[S]^2). ``inf`` where rho >= 1.
-
-    >>> round(_mg1_mean_wait(10.0, 0.05, 0.0025), 6)     # constant service: the M/D/1 value
-    0.025
-    """
-    lam = check_nonnegative("rate", rate)
-    s = check_positive("mean_service", mean_service)
-    s2 = check_positive("second_moment", second_moment)
-    if np.any(s2 < s * s * (1 - 1e-12)):
-        raise ValueError(f"second_moment must be >= mean_service**2 (a variance cannot be "
-                         f"negative), got {float(np.min(s2)):g} < {float(np.max(s)) ** 2:g}")
-    rho = lam * s
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(rho < 1, lam * s2 / (2 * np.where(rho < 1, 1 - rho, 1.0)), np.inf)
-    return scalar_or_array(w, rate, mean_service, second_moment)
-
-
 def wait_quantile(q, utilisation, mean_wait):
     """The q-quantile of the wait in queue, by the exponential-tail approximation (seconds).
 
@@ -424,7 +379,7 @@ def steady_state(model, accelerator, batch_size, prompt_len, output_len, context
     tp = float(prefill_time(model, accelerator, lp, **kwargs))
     rate = b / ((lo - 1) * t + b * tp)
     rho = rate * tp
-    wait = _md1_mean_wait(rate, tp)
+    wait = md1_mean_wait(rate, tp)
     result = {
         "rate": rate,
         "utilisation": rho,
