@@ -95,13 +95,37 @@ def _weights_read_bytes(model, weight_dtype, batch_size):
     return shared + touched * per_expert
 
 
+def tensor_parallel_shares(model, tensor_parallel):
+    """(share of the weights, share of the KV cache) that one GPU holds and reads with TP = N.
+
+    With N <= K both are 1/N. With N > K a KV head cannot be split: each GPU keeps one
+    whole head and its K/V projection weights, as vLLM's ``QKVParallelLinear`` does, so
+    the KV share is max(K, N) / (K N) and the weights gain the replicated projections.
+
+    >>> tensor_parallel_shares("Llama-3.1-70B", 8)
+    (0.125, 0.125)
+    >>> [round(x, 4) for x in tensor_parallel_shares("Llama-3.1-70B", 16)]
+    [0.0637, 0.125]
+    """
+    model = get_model(model)
+    n = np.asarray(tensor_parallel, dtype=float)
+    k = model.n_kv_heads
+    kv_share = np.maximum(k, n) / (k * n)
+    weight_share = 1.0 / n + (kv_projection_parameter_count(model) / parameter_count(model)) * (kv_share - 1.0 / n)
+    if np.ndim(tensor_parallel) == 0:
+        return float(weight_share), float(kv_share)
+    return weight_share, kv_share
+
+
 def decode_step_parts(model, accelerator, batch_size, context_len, weight_dtype="bf16",
                       kv_dtype="bf16", compute_dtype="bf16", tensor_parallel=1,
-                      mfu=1.0, mbu=1.0, allreduce_latency=0.0) -> dict:
+                      mfu=1.0, mbu=1.0, allreduce_latency=0.0, allreduce_dtype="bf16") -> dict:
     """The parts of one decode step, in seconds (arrays broadcast).
 
     Returns a dict with ``weight_memory``, ``kv_memory``, ``linear_compute``,
-    ``attention_compute`` and ``communication``.
+    ``attention_compute`` and ``communication``. ``allreduce_dtype`` is the data type
+    of the activations the tensor-parallel all-reduces sum: bf16 even for fp8 or int8
+    matmuls, whose kernels write bf16 outputs.
     """
     model = get_model(model)
     acc = get_accelerator(accelerator)
@@ -115,25 +139,20 @@ def decode_step_parts(model, accelerator, batch_size, context_len, weight_dtype=
     flops = acc.peak_flops(compute_dtype) * m
     bandwidth = acc.memory_bandwidth * u
     kv = kv_bytes_per_token(model, kv_dtype)
-    # With N > K a KV head cannot be split: each GPU keeps one whole head (and its K/V
-    # projection weights), as vLLM's QKVParallelLinear does. Per GPU the KV bytes are
-    # kv x max(K, N) / (K N), and the weights gain the replicated K/V projections.
-    k = model.n_kv_heads
-    kv_share = np.maximum(k, n) / (k * n)
-    weight_share = 1.0 / n + (kv_projection_parameter_count(model) / parameter_count(model)) * (kv_share - 1.0 / n)
+    weight_share, kv_share = tensor_parallel_shares(model, n)
     return {
         "weight_memory": _weights_read_bytes(model, weight_dtype, b) * weight_share / bandwidth,
         "kv_memory": b * s * kv * kv_share / bandwidth,
         "linear_compute": 2.0 * matmul_parameter_count(model) * b / (n * flops),
         "attention_compute": 4.0 * model.n_layers * model.n_heads * model.head_dim * s * b / (n * flops),
         "communication": np.asarray(tensor_parallel_communication_time(
-            model, acc, b, n, compute_dtype, allreduce_latency)),
+            model, acc, b, n, allreduce_dtype, allreduce_latency)),
     }
 
 
 def decode_step_time(model, accelerator, batch_size, context_len, weight_dtype="bf16",
                      kv_dtype="bf16", compute_dtype="bf16", tensor_parallel=1,
-                     mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0):
+                     mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0, allreduce_dtype="bf16"):
     """Seconds for one decode step of ``batch_size`` sequences: the TPOT.
 
     Parameters
@@ -173,7 +192,8 @@ def decode_step_time(model, accelerator, batch_size, context_len, weight_dtype="
     15.04
     """
     parts = decode_step_parts(model, accelerator, batch_size, context_len, weight_dtype,
-                              kv_dtype, compute_dtype, tensor_parallel, mfu, mbu, allreduce_latency)
+                              kv_dtype, compute_dtype, tensor_parallel, mfu, mbu, allreduce_latency,
+                              allreduce_dtype)
     total = combine_step_parts(overlap, parts["weight_memory"], parts["linear_compute"],
                                parts["kv_memory"], parts["attention_compute"]) + parts["communication"]
     return scalar_or_array(total, batch_size, context_len, tensor_parallel, mfu, mbu)

@@ -48,7 +48,7 @@ import numpy as np
 from ._validation import (check_choice, check_fraction, check_integer, check_nonnegative,
                           check_positive, scalar_or_array)
 from .datatypes import check_dtype
-from .decode import _weights_read_bytes, matmul_parameter_count
+from .decode import _weights_read_bytes, matmul_parameter_count, tensor_parallel_shares
 from .hardware import get_accelerator
 from .models import check_context_len, get_model, kv_bytes_per_token
 from .parallelism import tensor_parallel_communication_time
@@ -131,7 +131,7 @@ def _check_all_logits(all_logits):
 def prefill_step_parts(model, accelerator, prompt_len, batch_size=1, cached_len=0,
                        weight_dtype="bf16", kv_dtype="bf16", compute_dtype="bf16",
                        tensor_parallel=1, mfu=1.0, mbu=1.0, allreduce_latency=0.0,
-                       all_logits=False) -> dict:
+                       all_logits=False, allreduce_dtype="bf16") -> dict:
     """The parts of one prefill step in seconds; same keys as :func:`decode_step_parts`.
 
     Returns a dict with ``weight_memory``, ``kv_memory``, ``linear_compute``,
@@ -160,19 +160,20 @@ def prefill_step_parts(model, accelerator, prompt_len, batch_size=1, cached_len=
     bandwidth = acc.memory_bandwidth * u
     tokens = b * lp
     kv_read = lc if model.sliding_window is None else np.minimum(lc, model.sliding_window)
+    weight_share, kv_share = tensor_parallel_shares(model, n)
     return {
-        "weight_memory": _weights_read_bytes(model, weight_dtype, tokens) / (n * bandwidth),
-        "kv_memory": b * (lp + kv_read) * kv_bytes_per_token(model, kv_dtype) / (n * bandwidth),
+        "weight_memory": _weights_read_bytes(model, weight_dtype, tokens) * weight_share / bandwidth,
+        "kv_memory": b * (lp + kv_read) * kv_bytes_per_token(model, kv_dtype) * kv_share / bandwidth,
         "linear_compute": _linear_flops(model, lp, b, logits) / (n * flops),
         "attention_compute": _attention_flops(model, lp, b, lc) / (n * flops),
         "communication": np.asarray(tensor_parallel_communication_time(
-            model, acc, tokens, n, compute_dtype, allreduce_latency)),
+            model, acc, tokens, n, allreduce_dtype, allreduce_latency)),
     }
 
 
 def prefill_time(model, accelerator, prompt_len, batch_size=1, cached_len=0, weight_dtype="bf16",
                  kv_dtype="bf16", compute_dtype="bf16", tensor_parallel=1, mfu=1.0, mbu=1.0,
-                 overlap="hybrid", allreduce_latency=0.0, all_logits=False):
+                 overlap="hybrid", allreduce_latency=0.0, all_logits=False, allreduce_dtype="bf16"):
     """Seconds to prefill ``batch_size`` prompts of ``prompt_len`` new tokens each.
 
     Parameters are those of :func:`servingmath.decode.decode_step_time`, with
@@ -194,7 +195,7 @@ def prefill_time(model, accelerator, prompt_len, batch_size=1, cached_len=0, wei
     """
     parts = prefill_step_parts(model, accelerator, prompt_len, batch_size, cached_len, weight_dtype,
                                kv_dtype, compute_dtype, tensor_parallel, mfu, mbu, allreduce_latency,
-                               all_logits)
+                               all_logits, allreduce_dtype)
     total = combine_step_parts(overlap, parts["weight_memory"], parts["linear_compute"],
                                parts["kv_memory"], parts["attention_compute"]) + parts["communication"]
     return scalar_or_array(total, prompt_len, batch_size, cached_len, tensor_parallel, mfu, mbu)

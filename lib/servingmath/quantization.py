@@ -1,0 +1,556 @@
+"""Quantization: what fewer bytes per weight and per KV element do to decode.
+
+A quantization **scheme** fixes three data types (:class:`Scheme`):
+
+* ``weight_dtype``, the bytes each stored weight takes, b_w (bf16: 2, int8/fp8: 1, int4: 0.5);
+* ``kv_dtype``, the bytes of each KV-cache element, b_kv (bf16: 2, fp8: 1);
+* ``compute_dtype``, the type the matmuls run in, which picks the peak FLOP/s F.
+
+The names follow llm-compressor / vLLM usage: ``W4A16`` is 4-bit weights with
+16-bit activations (weight-only: weights are dequantized to bf16 inside the
+kernel and the math runs in bf16); ``W8A8-FP8`` is fp8 weights *and* fp8 math
+(Hopper and Ada tensor cores run it at twice the bf16 FLOP/s); ``+KV8`` adds an
+fp8 KV cache. Weight quantization leaves the KV cache in bf16 unless the
+scheme says otherwise.
+
+What each byte does to a decode step (chapter "Quantization: fewer bytes, more
+tokens" derives all of it):
+
+* the TPOT floor (batch 1) is the weight read, P_w b_w / W, plus one cache:
+  it falls with b_w (:func:`tpot_floor`);
+* the knee B* = T_w / c_lin = (F / W) x (P_w / P) x b_w / 2 falls with b_w
+  (weight-only quantization turns decode compute-bound at a *smaller* batch)
+  and rises with F (fp8 math doubles F and moves it back);
+* the memory wall (u M - P_w b_w) / (S k) rises as either shrinks;
+* under a TPOT SLO tau, the throughput of the bandwidth-bound regime is
+  W x (tokens per byte read) (:func:`tokens_per_byte`), so fewer bytes give more
+  tokens at the same latency (:func:`throughput_at_tpot_slo`); past the knee it is
+  1 / (2P / F + S k / W), which weight-only quantization cannot raise.
+
+Not modelled: dequantization overhead inside the kernels, quantization scales
+(except in :func:`checkpoint_weight_bytes`), accuracy. The step times are the
+library's physical bounds (``mfu = mbu = 1`` by default).
+
+Examples
+--------
+>>> get_scheme("W4A16")
+Scheme(name='W4A16', weight_dtype='int4', kv_dtype='bf16', compute_dtype='bf16')
+>>> round(scheme_step_time("Llama-3.1-8B", "H100", 1, 0, "W4A16") * 1e3, 2)   # ms: 4.0 GB / 3.35 TB/s
+1.2
+>>> max_batch_at_tpot_slo(0.050, "Llama-3.1-8B", "H100", 4096, "W16A16+KV8")
+208
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import (check_fraction, check_integer, check_nonnegative,
+                          check_positive, is_scalar_input, scalar_or_array, unknown_name)
+from .datatypes import bytes_per_element, check_dtype
+from .decode import decode_step_time, knee_batch_size
+from .hardware import get_accelerator
+from .memory import (DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_RESERVE_BYTES, kv_bytes_per_token_per_gpu,
+                     max_batch_size, usable_memory, weight_bytes_per_gpu)
+from .models import check_context_len, get_model, parameter_count
+from .parallelism import tensor_parallel_communication_time
+
+__all__ = [
+    "Scheme",
+    "SCHEMES",
+    "get_scheme",
+    "default_schemes",
+    "scheme_step_time",
+    "tpot_floor",
+    "scheme_knee",
+    "scheme_max_batch",
+    "memory_sweep_time",
+    "tokens_per_byte",
+    "max_batch_at_tpot_slo",
+    "throughput_at_tpot_slo",
+    "compare_schemes",
+    "checkpoint_weight_bytes",
+]
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """Storage and math data types of one quantization scheme.
+
+    Attributes
+    ----------
+    name : str
+        E.g. ``"W4A16+KV8"``.
+    weight_dtype : str
+        Storage type of the weights (b_w bytes each).
+    kv_dtype : str
+        Storage type of the KV cache (b_kv bytes per element).
+    compute_dtype : str
+        Type of the matmuls: picks the accelerator's peak FLOP/s. ``bf16`` for
+        weight-only schemes (W8A16, W4A16).
+    """
+
+    name: str
+    weight_dtype: str
+    kv_dtype: str
+    compute_dtype: str
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        check_dtype(self.weight_dtype, "weight_dtype")
+        check_dtype(self.kv_dtype, "kv_dtype")
+        check_dtype(self.compute_dtype, "compute_dtype")
+
+    @property
+    def dtypes(self) -> dict:
+        """``weight_dtype``, ``kv_dtype``, ``compute_dtype`` as keyword arguments for the library."""
+        return {"weight_dtype": self.weight_dtype, "kv_dtype": self.kv_dtype,
+                "compute_dtype": self.compute_dtype}
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return bytes_per_element(self.weight_dtype)
+
+    @property
+    def bytes_per_kv_element(self) -> float:
+        return bytes_per_element(self.kv_dtype)
+
+
+_BASE = {  # name -> (weight_dtype, compute_dtype)
+    "W16A16": ("bf16", "bf16"),
+    "W8A16": ("int8", "bf16"),     # weight-only 8-bit (int8 or fp8 weights: the same bytes)
+    "W4A16": ("int4", "bf16"),     # weight-only 4-bit (GPTQ, AWQ with Marlin-style kernels)
+    "W8A8-FP8": ("fp8", "fp8"),    # fp8 weights and fp8 math (Hopper, Ada)
+    "W8A8-INT8": ("int8", "int8"),  # int8 weights and int8 math (Ampere and later)
+}
+#: Every named scheme: the five weight/math choices, each with a bf16 or an fp8 (``+KV8``) cache.
+SCHEMES: dict[str, Scheme] = {}
+for _name, (_w, _c) in _BASE.items():
+    SCHEMES[_name] = Scheme(_name, _w, "bf16", _c)
+    SCHEMES[_name + "+KV8"] = Scheme(_name + "+KV8", _w, "fp8", _c)
+
+
+def get_scheme(scheme) -> Scheme:
+    """A :class:`Scheme` from its name (``"W4A16"``, ``"W8A8-FP8+KV8"``); a Scheme passes through.
+
+    Raises
+    ------
+    KeyError
+        For an unknown name, with close matches and the allowed names.
+
+    Examples
+    --------
+    >>> get_scheme("W8A8-FP8+KV8").dtypes
+    {'weight_dtype': 'fp8', 'kv_dtype': 'fp8', 'compute_dtype': 'fp8'}
+    """
+    if isinstance(scheme, Scheme):
+        return scheme
+    if not isinstance(scheme, str) or scheme not in SCHEMES:
+        raise unknown_name("scheme", scheme, SCHEMES)
+    return SCHEMES[scheme]
+
+
+def default_schemes(accelerator) -> list[str]:
+    """The seven schemes the chapter compares, with the 8-bit math the accelerator has.
+
+    W16A16, W8A16, W4A16, W8A8 (FP8 where the accelerator has an fp8 peak,
+    else INT8), and W16A16, W4A16, W8A8 with an fp8 KV cache.
+
+    >>> default_schemes("A100")[3]
+    'W8A8-INT8'
+    >>> default_schemes("H100")[3]
+    'W8A8-FP8'
+    """
+    acc = get_accelerator(accelerator)
+    w8a8 = "W8A8-FP8" if "fp8" in acc.dense_flops else "W8A8-INT8"
+    return ["W16A16", "W8A16", "W4A16", w8a8, "W16A16+KV8", "W4A16+KV8", w8a8 + "+KV8"]
+
+
+def _supports(acc, scheme: Scheme) -> None:
+    try:
+        acc.peak_flops(scheme.compute_dtype)
+    except ValueError:
+        have = ", ".join(sorted(acc.dense_flops)) or "none"
+        raise ValueError(f"scheme {scheme.name!r} computes in {scheme.compute_dtype}, which has no "
+                         f"tensor-core peak on {acc.name} (published peaks: {have}); pick another "
+                         f"scheme, e.g. one of {', '.join(default_schemes(acc))}") from None
+
+
+def scheme_step_time(model, accelerator, batch_size, context_len, scheme="W16A16", tensor_parallel=1,
+                     mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0,
+                     allreduce_dtype="bf16"):
+    """Seconds per decode step (the TPOT) of ``batch_size`` sequences under a quantization scheme.
+
+    Parameters
+    ----------
+    model, accelerator, batch_size, context_len, tensor_parallel, mfu, mbu, overlap, allreduce_latency
+        As in :func:`servingmath.decode.decode_step_time`.
+    scheme : str or Scheme
+        Sets ``weight_dtype``, ``kv_dtype`` and ``compute_dtype`` (see :data:`SCHEMES`).
+    allreduce_dtype : str
+        Data type of the activations the tensor-parallel all-reduces carry.
+        Default bf16: fp8 and int8 GEMMs write bf16 outputs, which are what
+        the all-reduce sums (passed on to ``decode_step_time``).
+
+    Returns
+    -------
+    float or ndarray
+
+    Notes
+    -----
+    Hybrid: T(B) = max(P_w b_w / W, 2 P B / F_c) + max(B S k / W, 4 L H d_h S B / F_c) + T_comm,
+    every term divided by N, with k = 2 L K d_h b_kv, F_c the peak of the
+    compute dtype (times MFU) and W the bandwidth (times MBU). Dequantization
+    costs inside the kernels are not modelled.
+
+    Examples
+    --------
+    >>> round(scheme_step_time("Llama-3.1-8B", "H100", 64, 4096, "W16A16") * 1e3, 2)
+    15.05
+    >>> round(scheme_step_time("Llama-3.1-8B", "H100", 64, 4096, "W4A16+KV8") * 1e3, 2)
+    6.33
+    """
+    s = get_scheme(scheme)
+    acc = get_accelerator(accelerator)
+    _supports(acc, s)
+    check_dtype(allreduce_dtype, "allreduce_dtype")
+    t = decode_step_time(model, acc, batch_size, context_len, tensor_parallel=tensor_parallel, mfu=mfu,
+                         mbu=mbu, overlap=overlap, allreduce_latency=allreduce_latency,
+                         allreduce_dtype=allreduce_dtype, **s.dtypes)
+    return scalar_or_array(t, batch_size, context_len, tensor_parallel, mfu, mbu)
+
+
+def tpot_floor(model, accelerator, context_len, scheme="W16A16", **kwargs):
+    """The fastest TPOT a scheme allows: the step time at batch 1, in seconds.
+
+    At batch 1 a decode step is bound by the bytes it reads, so the floor is
+    about (P_w b_w + S k) / W: halving b_w nearly halves it (at short contexts).
+    Keyword arguments are those of :func:`scheme_step_time`.
+
+    >>> round(tpot_floor("Llama-3.1-70B", "H100", 4096, "W4A16", tensor_parallel=4) * 1e3, 2)
+    2.74
+    """
+    return scheme_step_time(model, accelerator, 1, context_len, scheme, **kwargs)
+
+
+def scheme_knee(model, accelerator, scheme="W16A16", context_len=0, mfu=1.0, mbu=1.0, overlap="hybrid"):
+    """The knee B* of decode under a scheme (:func:`servingmath.decode.knee_batch_size`).
+
+    Notes
+    -----
+    Hybrid: B* = T_w / c_lin = (P_w b_w / W) / (2 P / F_c) = ridge(F_c) x (P_w / P) x b_w / 2,
+    independent of the context and of the KV data type. Weight-only 8-bit
+    halves it, int4 quarters it; W8A8 (F_c doubled, b_w halved) leaves it where
+    bf16 had it.
+
+    Examples
+    --------
+    >>> [round(scheme_knee("Llama-3.1-8B", "H100", s), 1) for s in ("W16A16", "W4A16", "W8A8-FP8")]
+    [316.0, 79.0, 316.0]
+    """
+    s = get_scheme(scheme)
+    acc = get_accelerator(accelerator)
+    _supports(acc, s)
+    return knee_batch_size(model, acc, context_len, s.weight_dtype, s.kv_dtype, s.compute_dtype,
+                           mfu=mfu, mbu=mbu, overlap=overlap)
+
+
+def scheme_max_batch(model, accelerator, context_len, scheme="W16A16", tensor_parallel=1, **kwargs):
+    """The memory wall under a scheme: :func:`servingmath.memory.max_batch_size` with its dtypes.
+
+    B_mem = floor((u M - P_w b_w / N) / (S k / N)); keyword arguments are those of
+    :func:`~servingmath.memory.max_batch_size` (``gpu_memory_utilization``, ``reserve_bytes``...).
+
+    >>> [scheme_max_batch("Llama-3.1-8B", "H100", 4096, s) for s in ("W16A16", "W4A16", "W16A16+KV8")]
+    [104, 126, 208]
+    """
+    s = get_scheme(scheme)
+    return max_batch_size(model, accelerator, context_len, s.weight_dtype, s.kv_dtype,
+                          tensor_parallel, **kwargs)
+
+
+def memory_sweep_time(accelerator, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                      reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None, mbu=1.0):
+    """Seconds to read once all the memory a server may fill: (u M - R) / (W x MBU).
+
+    At the memory wall a bandwidth-bound decode step reads the weights and
+    every cache, i.e. (almost) all of that memory, so its TPOT is this time
+    **whatever the data types**: quantization changes how many sequences share
+    the sweep, not how long it takes. A TPOT SLO above it cannot bind before
+    the memory wall does (while the step stays bandwidth-bound).
+
+    Examples
+    --------
+    >>> [round(memory_sweep_time(g) * 1e3, 1) for g in ("H100", "A100", "L40S")]   # ms
+    [21.5, 35.3, 50.0]
+    """
+    acc = get_accelerator(accelerator)
+    u = check_fraction("mbu", mbu)
+    usable = usable_memory(acc, gpu_memory_utilization, reserve_bytes, memory_bytes)
+    return scalar_or_array(np.asarray(usable) / (acc.memory_bandwidth * u), gpu_memory_utilization,
+                           reserve_bytes, memory_bytes, mbu)
+
+
+def tokens_per_byte(model, batch_size, context_len, scheme="W16A16", tensor_parallel=1):
+    """Output tokens per byte a decode step reads from each GPU's memory: B / (W_gpu + B S k_gpu).
+
+    In the bandwidth-bound regime the throughput is W x MBU x this ratio, so
+    at a fixed step time (a TPOT SLO) fewer bytes per weight or per KV element
+    mean more tokens. With one GPU, W_gpu = P_w b_w and k_gpu = k = 2 L K d_h b_kv;
+    with tensor parallelism, each GPU's shares (:func:`servingmath.memory.weight_bytes_per_gpu`,
+    :func:`servingmath.memory.kv_bytes_per_token_per_gpu`).
+
+    Examples
+    --------
+    >>> round(tokens_per_byte("Llama-3.1-8B", 64, 4096, "W16A16") * 1e9, 2)    # tokens per GB
+    1.27
+    >>> round(tokens_per_byte("Llama-3.1-8B", 64, 4096, "W4A16+KV8") * 1e9, 2)
+    3.02
+    """
+    s = get_scheme(scheme)
+    model = get_model(model)
+    b = check_integer("batch_size", batch_size, minimum=1)
+    ctx = check_context_len(model, context_len)
+    moved = (np.asarray(weight_bytes_per_gpu(model, s.weight_dtype, tensor_parallel))
+             + b * ctx * np.asarray(kv_bytes_per_token_per_gpu(model, s.kv_dtype, tensor_parallel)))
+    return scalar_or_array(b / moved, batch_size, context_len, tensor_parallel)
+
+
+def _memory_wall(model, accelerator, context_len, scheme, tensor_parallel, memory_kwargs):
+    return int(scheme_max_batch(model, accelerator, context_len, scheme, tensor_parallel, **memory_kwargs))
+
+
+def max_batch_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme="W16A16", tensor_parallel=1,
+                          max_batch=None, mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0,
+                          allreduce_dtype="bf16", gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                          reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None):
+    """The operating batch under a TPOT SLO: the largest B that fits in memory with T(B) <= tau.
+
+    B_op = min(B_SLO, B_mem), with B_SLO the largest batch whose step time
+    (:func:`scheme_step_time`) meets ``tpot_slo`` and B_mem the memory wall
+    (:func:`scheme_max_batch`), unless ``max_batch`` gives another cap.
+
+    Parameters
+    ----------
+    tpot_slo : float or array
+        tau in seconds (an array gives one batch per target).
+    model, accelerator, context_len, scheme, tensor_parallel, mfu, mbu, overlap, allreduce_latency, allreduce_dtype
+        As in :func:`scheme_step_time` (``context_len`` a scalar).
+    max_batch : int, optional
+        The cap; default the memory wall under the scheme.
+    gpu_memory_utilization, reserve_bytes, memory_bytes
+        For the memory wall, as in :func:`servingmath.memory.max_batch_size`.
+
+    Returns
+    -------
+    int or ndarray of int
+        0 when not one sequence fits, or when one sequence already misses tau.
+
+    Notes
+    -----
+    Found by bisection on whole batches (T is non-decreasing in B), so it covers
+    tensor parallelism with bf16 all-reduces too and costs about log2(cap)
+    evaluations of T. For one GPU it equals
+    :func:`servingmath.slo.max_batch_for_tpot` with ``max_batch`` = the wall
+    (the test suite checks it).
+
+    Examples
+    --------
+    >>> max_batch_at_tpot_slo(0.050, "Llama-3.1-70B", "A100", 4096, "W4A16", tensor_parallel=4)
+    172
+    >>> max_batch_at_tpot_slo(0.050, "Llama-3.1-70B", "A100", 4096, "W8A8-INT8", tensor_parallel=4)
+    162
+    """
+    tau = check_positive("tpot_slo", tpot_slo)
+    if np.ndim(context_len) != 0:
+        raise ValueError(f"context_len must be a single number here, got {context_len!r}")
+    if max_batch is None:
+        cap = _memory_wall(model, accelerator, context_len, scheme, tensor_parallel,
+                           dict(gpu_memory_utilization=gpu_memory_utilization, reserve_bytes=reserve_bytes,
+                                memory_bytes=memory_bytes))
+    else:
+        cap = int(check_integer("max_batch", max_batch, minimum=0))
+    # bisection on whole batches, one per target: T(lo) <= tau < T(hi), with lo = 0 and hi = cap + 1
+    # as sentinels that are never evaluated (T is non-decreasing in B)
+    lo = np.zeros(np.shape(tau), dtype=np.int64)
+    hi = np.full(np.shape(tau), cap + 1, dtype=np.int64)
+    while np.any(hi - lo > 1):
+        active = hi - lo > 1
+        mid = (lo + hi) // 2
+        t = scheme_step_time(model, accelerator, np.maximum(mid, 1), context_len, scheme, tensor_parallel,
+                             mfu, mbu, overlap, allreduce_latency, allreduce_dtype)
+        meets = np.asarray(t) <= tau
+        lo = np.where(active & meets, mid, lo)
+        hi = np.where(active & ~meets, mid, hi)
+    return int(lo) if np.ndim(tpot_slo) == 0 else lo
+
+
+def throughput_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme="W16A16", tensor_parallel=1,
+                           **kwargs):
+    """Output tokens/s of the instance at the best batch that meets the TPOT SLO and fits in memory.
+
+    X(tau) = B_op / T(B_op), with B_op from :func:`max_batch_at_tpot_slo`; 0 where
+    B_op = 0. In a decode-only steady state every token it counts meets the
+    target, so this is the token goodput at that SLO. Divide by
+    ``tensor_parallel`` for tokens/s per GPU.
+
+    Notes
+    -----
+    Bandwidth-bound edge (B_op = B_SLO below the knee): X = (tau W - P_w b_w) / (tau S k),
+    that is W x tokens per byte read. Compute-bound (past the knee):
+    X = 1 / (2 P / F_c + S k / W), independent of b_w. At the memory wall:
+    X = B_mem / T(B_mem), about B_mem x W / (u M) while bandwidth-bound.
+
+    Examples
+    --------
+    >>> [round(throughput_at_tpot_slo(0.050, "Llama-3.1-8B", "H100", 4096, s))
+    ...  for s in ("W16A16", "W4A16", "W16A16+KV8")]
+    [4846, 5700, 9692]
+    """
+    keys = ("max_batch", "mfu", "mbu", "overlap", "allreduce_latency", "allreduce_dtype",
+            "gpu_memory_utilization", "reserve_bytes", "memory_bytes")
+    unknown = sorted(set(kwargs) - set(keys))
+    if unknown:
+        raise ValueError(f"unknown keyword argument(s) {', '.join(unknown)}; allowed: {', '.join(keys)}")
+    b = np.asarray(max_batch_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme, tensor_parallel,
+                                         **kwargs))
+    step = {k: kwargs[k] for k in ("mfu", "mbu", "overlap", "allreduce_latency", "allreduce_dtype")
+            if k in kwargs}
+    safe = np.maximum(b, 1)
+    t = np.asarray(scheme_step_time(model, accelerator, safe, context_len, scheme, tensor_parallel, **step))
+    x = np.where(b > 0, b / t, 0.0)
+    return scalar_or_array(x, tpot_slo)
+
+
+def _limit(b_op, b_mem):
+    if b_mem == 0:
+        return "weights leave no room"
+    if b_op == 0:
+        return "SLO below the floor"
+    return "memory" if b_op == b_mem else "TPOT SLO"
+
+
+def compare_schemes(model, accelerator, context_len, tpot_slo, schemes=None, tensor_parallel=1, mfu=1.0,
+                    mbu=1.0, allreduce_latency=0.0, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                    reserve_bytes=DEFAULT_RESERVE_BYTES) -> list[dict]:
+    """One row per scheme: TPOT floor, knee, memory wall and throughput at a TPOT SLO.
+
+    Parameters
+    ----------
+    model, accelerator : str
+    context_len : int
+        Tokens in each sequence's KV cache.
+    tpot_slo : float
+        tau in seconds.
+    schemes : list of str or Scheme, optional
+        Default :func:`default_schemes` of the accelerator.
+    tensor_parallel, mfu, mbu, allreduce_latency, gpu_memory_utilization, reserve_bytes
+        As in :func:`scheme_step_time` and :func:`servingmath.memory.max_batch_size`.
+
+    Returns
+    -------
+    list of dict
+        Keys: ``scheme``, ``weight_dtype``, ``kv_dtype``, ``compute_dtype``,
+        ``weight_bytes_per_gpu`` (B), ``tpot_floor`` (s, batch 1), ``knee`` (B*, hybrid),
+        ``max_batch`` (memory wall), ``batch`` (operating batch: the largest that fits
+        and meets tau),
+        ``tpot`` (s, at ``batch``; nan when 0), ``throughput`` (tok/s of the instance),
+        ``throughput_per_gpu``, ``limit`` ("memory" when the whole wall meets tau,
+        "TPOT SLO" when tau stops the batch first, "SLO below the floor" or "weights
+        leave no room") and ``past_knee`` (the operating batch is past the knee B*).
+
+    Examples
+    --------
+    >>> rows = compare_schemes("Llama-3.1-8B", "H100", 4096, 0.050)
+    >>> [(r["scheme"], r["max_batch"], round(r["throughput"])) for r in rows[:3]]
+    [('W16A16', 104, 4846), ('W8A16', 119, 5543), ('W4A16', 126, 5700)]
+    """
+    if not is_scalar_input(context_len, tpot_slo, tensor_parallel):
+        raise ValueError("compare_schemes takes scalars only (context_len, tpot_slo, tensor_parallel)")
+    check_positive("tpot_slo", tpot_slo)
+    check_nonnegative("allreduce_latency", allreduce_latency)
+    acc = get_accelerator(accelerator)
+    names = default_schemes(acc) if schemes is None else list(schemes)
+    if not names:
+        raise ValueError("schemes must name at least one scheme")
+    memory_kw = dict(gpu_memory_utilization=gpu_memory_utilization, reserve_bytes=reserve_bytes)
+    step_kw = dict(tensor_parallel=tensor_parallel, mfu=mfu, mbu=mbu, allreduce_latency=allreduce_latency)
+    rows = []
+    for name in names:
+        s = get_scheme(name)
+        _supports(acc, s)
+        wall = _memory_wall(model, acc, context_len, s, tensor_parallel, memory_kw)
+        b_op = max_batch_at_tpot_slo(tpot_slo, model, acc, context_len, s, max_batch=wall, **step_kw)
+        knee = scheme_knee(model, acc, s, context_len, mfu=mfu, mbu=mbu)
+        tpot = scheme_step_time(model, acc, b_op, context_len, s, **step_kw) if b_op else float("nan")
+        x = b_op / tpot if b_op else 0.0
+        rows.append({
+            "scheme": s.name, **s.dtypes,
+            "weight_bytes_per_gpu": float(weight_bytes_per_gpu(model, s.weight_dtype, tensor_parallel)),
+            "tpot_floor": tpot_floor(model, acc, context_len, s, **step_kw),
+            "knee": knee, "max_batch": wall, "batch": b_op, "tpot": tpot,
+            "throughput": x, "throughput_per_gpu": x / tensor_parallel,
+            "limit": _limit(b_op, wall), "past_knee": bool(b_op > knee),
+        })
+    return rows
+
+
+def checkpoint_weight_bytes(model, weight_dtype="int4", group_size=128, scale_dtype="bf16",
+                            unquantized_dtype="bf16"):
+    """Bytes of a real quantized checkpoint: body weights quantized in groups, embeddings kept.
+
+    Common weight-only checkpoints (GPTQ, AWQ, llm-compressor's W4A16/W8A16)
+    quantize only the linear layers of the transformer blocks; the input
+    embedding and the LM head stay in 16 bits, and every group of
+    ``group_size`` weights carries one scale. :func:`servingmath.models.weight_bytes`
+    stores everything in one type, which underestimates small models with big
+    vocabularies.
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+    weight_dtype : str
+        Type of the quantized body weights.
+    group_size : int or None
+        Weights per scale; ``None`` for one scale per output channel (negligible bytes).
+    scale_dtype, unquantized_dtype : str
+        Type of the scales, and of the embedding and LM head.
+
+    Returns
+    -------
+    float
+        Bytes. (Norm weights, a few per layer, are counted as quantized: < 0.01 %.)
+
+    Notes
+    -----
+    W = (P_w - P_emb) (b_w + b_scale / g) + P_emb b_16, with P_emb the input
+    embedding plus the (untied) LM head.
+
+    References
+    ----------
+    Neural Magic, model card of ``Meta-Llama-3-8B-Instruct-quantized.w8a16`` (2024-07-02):
+    "Only the weights of the linear operators within transformers blocks are quantized."
+
+    Examples
+    --------
+    >>> round(checkpoint_weight_bytes("Llama-3.1-8B") / 1e9, 2)   # GB; all-int4 would be 4.02
+    5.7
+    >>> round(checkpoint_weight_bytes("Llama-3.1-70B") / 1e9, 2)
+    39.5
+    """
+    model = get_model(model)
+    check_dtype(weight_dtype, "weight_dtype")
+    check_dtype(scale_dtype, "scale_dtype")
+    check_dtype(unquantized_dtype, "unquantized_dtype")
+    if group_size is None:
+        per_weight = bytes_per_element(weight_dtype)
+    else:
+        g = float(check_integer("group_size", group_size, minimum=1))
+        per_weight = bytes_per_element(weight_dtype) + bytes_per_element(scale_dtype) / g
+    embedding = model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
+    body = parameter_count(model) - embedding
+    return float(body * per_weight + embedding * bytes_per_element(unquantized_dtype))
+
