@@ -4,6 +4,9 @@
     python3 tools/book.py test    # set up .venv (first time), run every test
     python3 tools/book.py setup   # only create/refresh .venv
     python3 tools/book.py lock    # regenerate requirements.txt (exact pins) from requirements.in
+    python3 tools/book.py book    # build the static HTML book (book/_build/html), offline
+    python3 tools/book.py browser-test   # build it, then check every page in headless Chromium
+    python3 tools/book.py bench   # benchmarks (never fail): bench-results/results.json
 
 ``make lab`` and ``make test`` call the first two. Setup creates ``.venv`` in
 the repository, installs the exact pins of ``requirements.txt`` and the
@@ -147,10 +150,15 @@ def main(argv=None) -> int:
         return test(extra)
     if command == "lock":
         return lock()
+    if command == "book":
+        return _run([sys.executable, ROOT / "tools" / "build_book.py"] + extra)
+    if command == "browser-test":
+        return _run([sys.executable, ROOT / "tools" / "build_book.py", "--check"] + extra)
     if command == "bench":
         setup()
         return _run([PYTHON, ROOT / "tools" / "bench.py"] + extra)
-    print(f"[book] unknown command {command!r}; use lab, test, setup, lock or bench", file=sys.stderr)
+    print(f"[book] unknown command {command!r}; use lab, test, setup, lock, book, browser-test or bench",
+          file=sys.stderr)
     return 2
 
 
