@@ -208,3 +208,25 @@ def test_overlap_models_are_ordered(batch, context, gpu):
     upper = decode_step_time(**kw, overlap="additive")
     assert lower <= hybrid * (1 + 1e-12) and hybrid <= upper * (1 + 1e-12)
     assert upper <= 2 * lower * (1 + 1e-12)
+
+
+def test_mpt_style_configs_are_read_with_their_own_key_names(tmp_path):
+    # MPT's config.json: d_model, n_layers, n_heads, expansion_ratio, max_seq_len; plain (not gated) FFN
+    mpt = {"model_type": "mpt", "d_model": 4096, "n_layers": 32, "n_heads": 32, "expansion_ratio": 4,
+           "max_seq_len": 2048, "vocab_size": 50432, "tie_word_embeddings": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(mpt))
+    model = models.load_model_config(path)
+    assert (model.ffn_size, model.ffn_gated, model.max_context_len, model.n_layers) == (16384, False, 2048, 32)
+    assert models.parameter_count(model) / 1e9 == pytest.approx(6.65, abs=0.01)  # model card: 6.7B
+
+
+def test_an_explicit_ffn_gated_statement_overrides_the_guess(tmp_path):
+    config = {"model_type": "newarch", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "intermediate_size": 256, "vocab_size": 100, "servingmath": {"ffn_gated": False}}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config))
+    assert models.load_model_config(path).ffn_gated is False
+    config["servingmath"]["ffn_gated"] = True
+    path.write_text(json.dumps(config))
+    assert models.load_model_config(path).ffn_gated is True

@@ -160,8 +160,8 @@ def model_from_hf_config(config: dict, name: str | None = None, source: str = "c
         raise ValueError(f"config must be a dict parsed from config.json, got {type(config).__name__}")
     model_type = config.get("model_type", "")
     hidden = _get(config, "hidden_size", "n_embd", "d_model")
-    layers = _get(config, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _get(config, "num_attention_heads", "n_head")
+    layers = _get(config, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads = _get(config, "num_attention_heads", "n_head", "n_heads")
     missing = [k for k, v in [("hidden_size", hidden), ("num_hidden_layers", layers),
                               ("num_attention_heads", heads),
                               ("vocab_size", config.get("vocab_size"))] if v is None]
@@ -172,10 +172,14 @@ def model_from_hf_config(config: dict, name: str | None = None, source: str = "c
     if config.get("multi_query"):
         kv_heads = 1
     head_dim = _get(config, "head_dim", default=hidden // heads)
-    gated = model_type not in {"gptj", "gpt2", "gpt_neox", "opt", "falcon", "bloom"}
-    ffn = _get(config, "intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
-    gptj_like = model_type in {"gptj", "gpt2", "gpt_neox"}
     meta = config.get("servingmath", {})
+    gated = model_type not in {"gptj", "gpt2", "gpt_neox", "opt", "falcon", "bloom", "mpt"}
+    if "ffn_gated" in meta:  # an explicit statement beats the guess from model_type
+        gated = bool(meta["ffn_gated"])
+    expansion = config.get("expansion_ratio")  # MPT names the FFN size by its ratio to d_model
+    ffn = _get(config, "intermediate_size", "n_inner", "ffn_dim",
+               default=int(expansion * hidden) if expansion else 4 * hidden)
+    gptj_like = model_type in {"gptj", "gpt2", "gpt_neox"}
     return ModelConfig(
         name=name or meta.get("name") or config.get("_name_or_path") or "unnamed",
         n_layers=int(layers),
@@ -189,7 +193,7 @@ def model_from_hf_config(config: dict, name: str | None = None, source: str = "c
         tied_embeddings=bool(config.get("tie_word_embeddings", not gptj_like and False)),
         n_experts=int(_get(config, "num_local_experts", "num_experts", default=1)),
         n_active_experts=int(_get(config, "num_experts_per_tok", default=1)),
-        max_context_len=int(_get(config, "max_position_embeddings", "n_positions", default=4096)),
+        max_context_len=int(_get(config, "max_position_embeddings", "n_positions", "max_seq_len", default=4096)),
         qkv_bias=bool(config.get("attention_bias", model_type == "qwen2")),
         ffn_bias=bool(config.get("mlp_bias", gptj_like)),
         norm_bias=gptj_like,
