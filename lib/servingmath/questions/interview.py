@@ -1,0 +1,930 @@
+"""Interview questions: the follow-ups an interviewer asks, and the classic pitfalls.
+
+These draw on every chapter. Numeric and symbolic ones are checked like the
+chapters' questions (answers computed by the library, known mistakes with
+hints); conceptual ones carry a model answer and the key points a strong answer
+names (regular expressions found in free text), and the wrong claims that earn
+a hint. Each question's ``chapter`` names the chapter it draws on, so the drill
+(``python -m servingmath.drill --chapter decode``) finds it there as well as
+under ``interview``.
+
+Every question is asked in ``solutions/15_interview_rehearsal.ipynb``; the
+chapter "Interview rehearsal" works through them with the numbers.
+
+Writing a wrong claim
+---------------------
+A wrong claim's pattern is built by :func:`_claim`: its first alternative is a
+plain phrase (so the pattern finds itself, which the test suite relies on),
+and the whole is skipped when a negation comes right before it ("not
+exponentially", "isn't compute-bound").
+"""
+
+from __future__ import annotations
+
+import re
+
+import sympy as sp
+
+from ..checks import Mistake, Question
+from ..decode import decode_step_time, knee_batch_size
+from ..hardware import get_accelerator
+from ..memory import max_batch_size, memory_available_for_kv
+from ..models import get_model, kv_bytes_per_token, weight_bytes
+from ..parallelism import tensor_parallel_decode_time, tp_knee_batch_size
+from ..prefill import prefill_time
+from ..queueing import md1_mean_wait, mm1_mean_wait, prefill_mean_ttft
+from ..roofline import critical_batch_size, ridge_point
+from ..slo import READING_WPM, WORDS_PER_TOKEN, tpot_for_reading_speed
+from ..symbolic import B, P, S, W, b_w, rho
+from ..units import KiB
+
+__all__ = ["QUESTIONS", "REQUIRED"]
+
+H100, H200, A100 = "H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"
+M8, M70 = "Llama-3.1-8B", "Llama-3.1-70B"
+
+_NEGATIONS = ("not ", "n't ", "never ", "no ")
+
+
+def _claim(phrase: str, *patterns: str) -> str:
+    """A wrong-claim pattern: ``phrase`` (plain words) or any of ``patterns``, not after a negation."""
+    if not re.fullmatch(phrase, phrase, re.I):
+        raise ValueError(f"phrase must be plain words (it has to match its own text), got {phrase!r}")
+    guard = "".join(f"(?<!{n})" for n in _NEGATIONS)
+    return guard + "(?:" + "|".join((phrase, *patterns)) + ")"
+
+
+# ---------------------------------------------------------------- numbers the answers quote
+def _knee_tp8(p):
+    return float(tp_knee_batch_size(p["model"], p["accelerator"], 0, p["tp"]))
+
+
+def _tp_time(p, batch):
+    return float(tensor_parallel_decode_time(p["model"], p["accelerator"], batch, p["context"], p["tp"]))
+
+
+def _ridge_h100():
+    return ridge_point(H100)
+
+
+# ---------------------------------------------------------------- the four follow-ups
+_WHY_BATCHING = Question(
+    "interview.why_batching_raises_throughput",
+    "Why does batching decode requests raise throughput, and where does the gain stop?",
+    answer=lambda p: (
+        "At small batch a decode step is memory-bandwidth-bound: it must read every weight once "
+        f"(about {weight_bytes(M8) / 1e9:.0f} GB for {M8} in bf16) to produce one token per sequence, "
+        "and the weights are read once per step and shared by every sequence in the batch. "
+        "Adding a sequence adds only its KV-cache read and a little math, so the step time barely grows "
+        "while the tokens per step grow with B: throughput B / T(B) rises almost linearly. "
+        "The gain stops at the knee B*, where the weight matmuls turn compute-bound (about the ridge "
+        f"point, {_ridge_h100():.0f} FLOP/byte on an H100, so B* is about {knee_batch_size(M8, H100, 0):.0f}): "
+        "beyond it T(B) grows in proportion to B and throughput flattens. Memory for the KV cache or a TPOT "
+        "target usually stops the batch earlier."),
+    kind="conceptual",
+    key_points=(
+        ("the weights are read once per step and shared by the whole batch",
+         r"(weights?|parameters?)[^.]*\b(once|shared?|amorti[sz]|reus|same)|(once|shared?|amorti[sz]|reus)[^.]*\b(weights?|parameters?)"),
+        ("small-batch decode is bound by memory bandwidth",
+         r"(memory|bandwidth|HBM)[- ]bound|bound by (the )?(memory|bandwidth|HBM)|(limited|dominated) by (the )?(memory|bandwidth|HBM|weight)|bandwidth[- ]limited"),
+        ("so the step time barely grows while tokens per step grow with B (throughput B / T(B))",
+         r"\bB\s*/\s*T|tokens? per step|(step time|TPOT|latency|step)[^.]*(barely|hardly|almost|nearly|roughly|little|slowly|flat|constant|same)|(flat|almost constant|nearly constant)"),
+        ("the gain stops at the knee, where the step turns compute-bound",
+         r"knee|B\*|ridge|compute[- ]bound|saturat|plateau|ceiling|flatten"),
+    ),
+    mistakes=[
+        Mistake("Batching does not lower anyone's latency: each step gets a little longer as B grows (TPOT "
+                "rises). It raises throughput because the weight read is shared.",
+                lambda p: _claim("batching reduces latency",
+                                 r"(?:reduces|lowers|cuts|decreases) (?:the )?(?:per-token )?(?:latency|TPOT)")),
+        Mistake("Decode at small batch is not compute-bound: its arithmetic intensity is about B FLOPs per byte, "
+                "far below the ridge point. The idle resource is the tensor cores, the bottleneck is HBM.",
+                lambda p: _claim("decode is compute-bound",
+                                 r"decod(?:e|ing) (?:is|are) (?:usually |mostly |always )?compute[- ]bound")),
+    ],
+    chapter="decode", difficulty="easy",
+)
+
+_GOODPUT = Question(
+    "interview.what_is_goodput",
+    "What is goodput, and why do serving papers report it rather than throughput?",
+    answer=lambda p: (
+        "Goodput counts only the work that meets its latency SLOs: the requests (or their tokens) whose "
+        "TTFT and TPOT are both within target. vLLM's benchmark reports it as good requests per second at a "
+        "given load; DistServe defines it as the highest request rate at which at least 90 % of requests "
+        "meet both SLOs, often per GPU. Raw throughput ignores latency: a server can raise tokens per second "
+        "by batching more while breaking the SLOs, so its throughput goes up and its goodput goes down."),
+    kind="conceptual",
+    key_points=(
+        ("only requests (or tokens) that meet their latency SLOs count",
+         r"(meet|meets|meeting|within|satisf|under|below)[^.]*(SLO|target|deadline|latency)|SLO[- ]?(meeting|compliant|attain)"),
+        ("every SLO at once: TTFT and TPOT",
+         r"TTFT[^.]*(TPOT|ITL|inter-token)|(TPOT|ITL|inter-token)[^.]*TTFT|(every|all|both) (the |its |their )?(SLOs|targets|latency targets)"),
+        ("a rate: good requests per second, or the highest rate that keeps e.g. 90 % within SLO",
+         r"per second|req/s|/s\b|rate|per GPU"),
+        ("throughput alone ignores latency: it can rise while the SLOs break",
+         r"(throughput|tokens/s|tokens per second)[^.]*(ignor|hide|regardless|even (if|when|though)|no matter|break|violat|miss|sacrific|expense|cost of|while)"),
+    ),
+    mistakes=[
+        Mistake("In serving, goodput is not 'the requests that did not fail' (the networking sense of useful "
+                "bytes): a request that completes but misses its TTFT or TPOT target does not count.",
+                lambda p: _claim("requests that did not fail",
+                                 r"(?:successful|non-error|error-free|completed) requests (?:per second|only)",
+                                 r"(?:excluding|minus|without) (?:the )?(?:failed|errored|error) requests")),
+        Mistake("An average throughput is not goodput: goodput filters requests by their latency SLOs.",
+                lambda p: _claim("average throughput", r"mean throughput")),
+    ],
+    chapter="slo", difficulty="easy",
+)
+
+_SYSTEM_8X = {"model": M70, "accelerator": H100, "tp": 8}
+
+_B_STAR = Question(
+    "interview.b_star_8xh100",
+    "With the roofline, find B* for Llama-3.1-70B in bf16 served with tensor parallelism 8 on one "
+    "8 x H100-SXM5-80GB node: the batch at which the decode step's weight matmuls turn compute-bound "
+    "(dense peak specs, MFU = MBU = 1). (sequences; a real number)",
+    answer=_knee_tp8,
+    params=dict(_SYSTEM_8X),
+    rel_tol=0.02,   # the ridge point itself (295 FLOP/B vs B* = 300) is an accepted roofline answer
+    mistakes=[
+        Mistake("You divided by the 8 GPUs. Tensor parallelism splits both the weight bytes and the FLOPs "
+                "8 ways, so N cancels: B* of the node equals B* of one GPU.", lambda p: _knee_tp8(p) / p["tp"]),
+        Mistake("You multiplied by the 8 GPUs (the node's FLOP/s over one GPU's bandwidth, or the reverse "
+                "reasoning). Each GPU has its own HBM: bytes and FLOPs both split 8 ways, N cancels.",
+                lambda p: _knee_tp8(p) * p["tp"]),
+        Mistake("Twice too large: that is the 2:4-sparse (or fp8) peak. With bf16 weights and math use the "
+                "dense bf16 peak, 989 TFLOP/s.", lambda p: 2 * _knee_tp8(p)),
+    ],
+    chapter="parallelism", difficulty="medium",
+)
+
+_B_STAR_METHOD = Question(
+    "interview.b_star_method",
+    "Explain how you find B* with the roofline for an 8 x H100 node serving a 70B model, and what it "
+    "means for the batch you run.",
+    answer=lambda p: (
+        f"Start from the ridge point: the H100's dense bf16 peak over its bandwidth, 989.4 TFLOP/s / 3.35 TB/s "
+        f"= {_ridge_h100():.0f} FLOP per byte. A decode step's weight matmuls do 2 FLOPs per weight per "
+        "sequence and read each 2-byte weight once, so their arithmetic intensity is about B FLOPs per byte: "
+        "they turn compute-bound when B reaches the ridge, B* = R b_w / 2, about "
+        f"{_knee_tp8(_SYSTEM_8X):.0f} for Llama-3.1-70B in bf16. Tensor parallelism 8 divides both the weight "
+        "bytes and the FLOPs by 8, so N cancels: the node's B* equals one GPU's (the all-reduces add time "
+        "but use neither HBM nor the tensor cores). With realistic MFU and MBU, the KV-cache reads, the "
+        "memory capacity and the TPOT target, run min(B_SLO, B*, B_mem): below B* throughput is still rising "
+        "almost for free, above it the batch only adds latency."),
+    kind="conceptual",
+    key_points=(
+        ("the ridge point: peak FLOP/s over bandwidth, about 295 FLOP/byte on an H100",
+         r"ridge|F\s*/\s*W|FLOP/s\s*/\s*(bandwidth|B/s|TB/s)|FLOPs? per byte|FLOP/B|\b29[0-9]\b|\b300\b"),
+        ("decode's matmul intensity grows with the batch: about B FLOPs per byte in bf16",
+         r"intensity[^.]*\bB\b|\bB FLOPs? per byte|(grows|rises|scales|increases|linear|proportional)[^.]*(with|in|to) (the )?batch|(2|two) FLOPs? per (weight|parameter)"),
+        ("tensor parallelism divides bytes and FLOPs alike, so N cancels",
+         r"cancel|independent of (N|the number of GPUs|TP|tensor)|(TP|tensor[- ]parallel\w*|8 GPUs|eight GPUs|\bN\b)[^.]*(divid|same|does not change|doesn't change|unchanged|split)"),
+        ("realistic efficiencies, the KV cache, memory and the TPOT target move the operating point",
+         r"MFU|MBU|efficien|realistic|KV|memory (capacity|limit)|TPOT|SLO"),
+    ),
+    mistakes=[
+        Mistake("B* does not grow with the number of GPUs: each GPU reads 1/N of the weights and does 1/N of "
+                "the FLOPs, so N cancels.",
+                lambda p: _claim("8 times larger", r"eight times larger",
+                                 r"B\* (?:is|grows|becomes) (?:8|eight) times")),
+    ],
+    chapter="rooflines", difficulty="medium",
+)
+
+_BACKGROUND = Question(
+    "interview.low_tpot_with_background_work",
+    "You serve an interactive chat product (TPOT target 50 ms) and want to fill the spare GPU capacity "
+    "with background throughput work (offline summarisation) on the same fleet. How do you keep TPOT low "
+    "for the chat users?",
+    answer=lambda p: (
+        "Cap every decode step at the batch (or token budget) that the TPOT target allows, B_SLO, instead of "
+        "the largest batch that fits in memory: past that point each extra sequence slows every chat user. "
+        "Give interactive requests priority and let the background jobs take only the leftover capacity "
+        "(a lower class, preempted or throttled first when chat load rises). Chunk long prefills so that "
+        "a background prompt of many thousand tokens cannot stall the decode steps, with the chunk size "
+        "bounded by the step time the target leaves. If interference remains, isolate: separate replicas "
+        "or pools for the two classes, or prefill/decode disaggregation. Measure P99 TPOT and goodput, "
+        "not the mean."),
+    kind="conceptual",
+    key_points=(
+        ("cap the batch or token budget per step at what the TPOT target allows (B_SLO)",
+         r"B_?SLO|\bcap|\blimit|budget|max_num_(batched_tokens|seqs)|bound the batch"),
+        ("interactive requests first; background work takes only leftover capacity, preempted or throttled",
+         r"priorit|preempt|leftover|spare|idle|best[- ]effort|lower class|throttl"),
+        ("chunked prefill, so a long background prompt cannot stall the decode steps",
+         r"chunk"),
+        ("isolate when needed (separate pools, disaggregation) and watch P99 TPOT or goodput",
+         r"separate|dedicated|isolat|disaggregat|own (replicas|GPUs|pool)|\bpools?\b|P99|percentile|goodput|monitor|measure"),
+    ),
+    mistakes=[
+        Mistake("The largest batch that fits maximises tokens per second, but every sequence in it waits for "
+                "the same longer step: TPOT is set by the batch. Cap the batch at B_SLO.",
+                lambda p: _claim("maximise the batch", r"maximi[sz]e the batch( size)?",
+                                 r"(?:use|run|fill) (?:all|every bit of) (?:the )?(?:KV|memory)")),
+    ],
+    chapter="scheduling", difficulty="hard",
+)
+
+# ---------------------------------------------------------------- the pitfalls
+_UNCONSTRAINED = Question(
+    "interview.pitfall_unconstrained_throughput",
+    "A colleague proposes running the largest batch that fits in memory, because it maximises tokens per "
+    "second. What is wrong with optimising unconstrained throughput?",
+    answer=lambda p: (
+        "TPOT grows with the batch, so the batch that maximises throughput usually breaks the TPOT target "
+        "(and, with prefills sharing the GPU, the TTFT target through queueing). Past the knee the extra "
+        "batch buys almost no throughput anyway: the step is compute-bound and tokens per second flatten. "
+        "Optimise goodput instead: run the largest batch that meets every SLO, the SLO edge B_SLO, or the "
+        "knee if that comes first."),
+    kind="conceptual",
+    key_points=(
+        ("the latency targets: TPOT (and TTFT) grow with the batch and break the SLO",
+         r"(TPOT|TTFT|latency|per[- ]token)[^.]*(SLO|target|grow|rise|increas|break|violat|miss|exceed|longer)|(SLO|target)[^.]*(TPOT|TTFT|latency)"),
+        ("past the knee the extra batch adds little throughput",
+         r"knee|saturat|plateau|flat|diminishing|barely|little (more|extra)|ceiling|compute[- ]bound"),
+        ("optimise goodput: the largest batch that meets every SLO",
+         r"goodput|B_?SLO|SLO edge|largest batch (that|which) meets|meets? (the|every|all|its)[^.]*(SLO|target)|(under|within) (the|an|its|every) (SLO|target)|subject to"),
+    ),
+    mistakes=[
+        Mistake("Latency does depend on the batch: every sequence waits for the whole step, and the step "
+                "grows with B (slowly below the knee, in proportion beyond it).",
+                lambda p: _claim("latency does not change", r"latency (?:is|stays) (?:the same|constant)",
+                                 r"independent of (?:the )?batch")),
+    ],
+    chapter="slo", difficulty="medium",
+)
+
+_SATURATES = Question(
+    "interview.pitfall_decode_saturates",
+    "Llama-3.1-70B (bf16) with tensor parallelism 8 on 8 x H100-SXM5-80GB, 2048 tokens of context per "
+    "sequence, physical bound (hybrid model). By what factor does decode throughput grow when the batch "
+    "goes from 128 to 512 sequences (both fit in memory)? (a ratio)",
+    answer=lambda p: (512 / _tp_time(p, 512)) / (128 / _tp_time(p, 128)),
+    params={**_SYSTEM_8X, "context": 2048},
+    mistakes=[
+        Mistake("Throughput is not linear in the batch: past the knee (about 300 sequences here) the step is "
+                "compute-bound, T(B) grows in proportion to B, and B / T(B) flattens.", lambda p: 4.0),
+        Mistake("That is how much TPOT grows. Throughput is B / T(B): the batch grows 4x.",
+                lambda p: _tp_time(p, 512) / _tp_time(p, 128)),
+    ],
+    chapter="decode", difficulty="medium",
+)
+
+_LINEAR = Question(
+    "interview.pitfall_latency_linear_in_batch",
+    "Llama-3.1-8B (bf16) on one H100-SXM5-80GB, 1024 tokens of context per sequence, physical bound "
+    "(hybrid model). By what factor is the TPOT at batch 32 larger than at batch 1? (a ratio)",
+    answer=lambda p: decode_step_time(M8, H100, 32, 1024) / decode_step_time(M8, H100, 1, 1024),
+    mistakes=[
+        Mistake("Latency does not grow linearly with the batch from the start: below the knee the step is "
+                "dominated by the weight read, which all 32 sequences share.", lambda p: 32.0),
+        Mistake("TPOT does grow a little: each sequence adds its own KV-cache read (and its share of the "
+                "matmuls).", lambda p: 1.0),
+    ],
+    chapter="decode", difficulty="medium",
+)
+
+_QUEUE = {"model": M8, "accelerator": H100, "prompt": 4096, "mfu": 0.6, "rate": 7.0}
+
+
+def _t_prefill(p):
+    return float(prefill_time(p["model"], p["accelerator"], p["prompt"], mfu=p["mfu"]))
+
+
+_IGNORE_QUEUEING = Question(
+    "interview.pitfall_ignoring_queueing_ttft",
+    "Prompts of 4096 tokens to Llama-3.1-8B (bf16) on one H100-SXM5-80GB are prefilled one at a time at "
+    "MFU = 0.6 (otherwise physical bound); requests arrive as a Poisson stream at 7 req/s. What is the mean "
+    "TTFT (M/D/1 queue: every prefill takes the same time)? (ms)",
+    answer=lambda p: float(prefill_mean_ttft(p["rate"], p["model"], p["accelerator"], p["prompt"], mfu=p["mfu"])),
+    unit="ms",
+    params=dict(_QUEUE),
+    mistakes=[
+        Mistake("That is the prefill alone. TTFT also holds the wait behind the prefills ahead in the queue: "
+                "at this load the server is busy most of the time.", _t_prefill),
+        Mistake("That is the M/M/1 wait (exponential service). Equal prompts take equal time: M/D/1 waits "
+                "half as long.", lambda p: _t_prefill(p) + float(mm1_mean_wait(p["rate"], _t_prefill(p)))),
+        Mistake("That is only the wait in the queue: add the request's own prefill.",
+                lambda p: float(md1_mean_wait(p["rate"], _t_prefill(p)))),
+    ],
+    chapter="queueing", difficulty="medium",
+)
+
+_SLUGGISH = Question(
+    "interview.pitfall_tpot_80ms_sluggish",
+    "Is a TPOT of 80 ms sluggish? An adult reads English non-fiction at about 238 words per minute, and "
+    "English text averages 0.75 words per token. How many times faster than reading speed does text "
+    "arrive at 80 ms per token? (a ratio)",
+    answer=lambda p: float(tpot_for_reading_speed(READING_WPM, WORDS_PER_TOKEN)) / 0.080,
+    mistakes=[
+        Mistake("You compared tokens per minute with words per minute: 80 ms per token is 750 tokens but "
+                "only 562 words per minute.", lambda p: (60 / 0.080) / READING_WPM),
+        Mistake("Upside down: that is how many times slower than reading it would be. Faster means "
+                "reading time per token over TPOT.", lambda p: 0.080 / float(tpot_for_reading_speed())),
+    ],
+    chapter="slo", difficulty="easy",
+)
+
+# ---------------------------------------------------------------- more numbers
+_RIDGE_H200 = Question(
+    "interview.ridge_h200",
+    "Ridge point of the H200 SXM (141 GB) for dense bf16 math, in FLOP/byte.",
+    answer=lambda p: ridge_point(H200),
+    unit="FLOP/B",
+    mistakes=[
+        Mistake("That is the H100's ridge. The H200 has the same GH100 compute but 4.8 TB/s instead of "
+                "3.35 TB/s: more bandwidth, lower ridge.", lambda p: ridge_point(H100)),
+        Mistake("Twice too large: that is the 2:4-sparse figure vendors headline. Use the dense peak.",
+                lambda p: 2 * ridge_point(H200)),
+    ],
+    chapter="rooflines", difficulty="easy",
+)
+
+_RIDGE_A100 = Question(
+    "interview.ridge_a100",
+    "Ridge point of the A100-SXM4-80GB for dense bf16 math, in FLOP/byte.",
+    answer=lambda p: ridge_point(A100),
+    unit="FLOP/B",
+    mistakes=[
+        Mistake("That is the A100-40GB, whose HBM2 gives 1.555 TB/s. The 80 GB part has HBM2e at 2.039 TB/s.",
+                lambda p: ridge_point("A100-SXM4-40GB")),
+        Mistake("Twice too large: 624 TFLOP/s is the 2:4-sparse bf16 figure. Dense is 312.",
+                lambda p: 2 * ridge_point(A100)),
+    ],
+    chapter="rooflines", difficulty="easy",
+)
+
+_H200_VS_H100 = Question(
+    "interview.h200_vs_h100_decode",
+    "Llama-3.1-8B (bf16) decodes at batch 1 with 1024 tokens of context. How many times faster is one "
+    "decode step on an H200 SXM than on an H100 SXM (physical bound)? (a ratio)",
+    answer=lambda p: decode_step_time(M8, H100, 1, 1024) / decode_step_time(M8, H200, 1, 1024),
+    mistakes=[
+        Mistake("The two have the same compute, but decode at batch 1 is bandwidth-bound: the ratio of the "
+                "bandwidths (4.8 / 3.35 TB/s) sets the speed.", lambda p: 1.0),
+        Mistake("That is the ratio of memory capacities (141 / 80 GB). Capacity sets the batch that fits, "
+                "bandwidth sets the step time.",
+                lambda p: get_accelerator(H200).memory_bytes / get_accelerator(H100).memory_bytes),
+    ],
+    chapter="decode", difficulty="easy",
+)
+
+_KV_70B = Question(
+    "interview.kv_per_token_70b",
+    "How much KV cache does one token of Llama-3.1-70B add in bf16? (KiB)",
+    answer=lambda p: kv_bytes_per_token(M70, "bf16"),
+    unit="KiB",
+    mistakes=[
+        Mistake("You used the 64 query heads: Llama-3.1-70B has grouped-query attention with 8 KV heads.",
+                lambda p: kv_bytes_per_token(M70, "bf16") * get_model(M70).n_heads / get_model(M70).n_kv_heads),
+        Mistake("You counted K or V, not both: the cache holds a key and a value per head and layer.",
+                lambda p: kv_bytes_per_token(M70, "bf16") / 2),
+    ],
+    chapter="memory", difficulty="easy",
+)
+
+_FLOOR_TP8 = Question(
+    "interview.decode_floor_70b_tp8",
+    "The fastest a decode step of Llama-3.1-70B (bf16) can be on 8 x H100-SXM5-80GB with tensor "
+    "parallelism 8: batch 1, empty cache, physical bound, all-reduces free. (ms)",
+    answer=lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, 8)),
+    unit="ms",
+    mistakes=[
+        Mistake("That is one GPU reading all 141 GB of weights. With TP 8 each GPU reads its eighth, in "
+                "parallel.", lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, 8)) * 8),
+    ],
+    chapter="parallelism", difficulty="medium",
+)
+
+
+def _kv_budget_tp8(p):
+    return float(memory_available_for_kv(M70, H100, tensor_parallel=8))
+
+
+_MAX_BATCH = Question(
+    "interview.max_batch_70b_tp8",
+    "How many sequences of 8192 tokens fit next to Llama-3.1-70B (bf16 weights and KV cache) on "
+    "8 x H100-SXM5-80GB with tensor parallelism 8, with vLLM's gpu_memory_utilization = 0.9 (catalog 80 GB "
+    "per GPU, no other reserve)? (sequences, a whole number)",
+    answer=lambda p: float(max_batch_size(M70, H100, 8192, tensor_parallel=8)),
+    rel_tol=1e-9,
+    mistakes=[
+        Mistake("You used all 80 GB: vLLM lets the server take gpu_memory_utilization = 0.9 of it.",
+                lambda p: float(max_batch_size(M70, H100, 8192, tensor_parallel=8, gpu_memory_utilization=1.0))),
+        Mistake("With TP 8 each GPU holds 1/8 of the KV heads, so each GPU stores only an eighth of every "
+                "token's KV cache.",
+                lambda p: float(int(_kv_budget_tp8(p) // (8192 * kv_bytes_per_token(M70))))),
+    ],
+    chapter="memory", difficulty="medium",
+)
+
+
+def _batch1(option):
+    kwargs = {"H200": dict(accelerator=H200), "fp8 math": dict(accelerator=H100, compute_dtype="fp8"),
+              "int4 weights": dict(accelerator=H100, weight_dtype="int4")}[option]
+    accelerator = kwargs.pop("accelerator")
+    return decode_step_time(M8, accelerator, 1, 1024, **kwargs)
+
+
+_LOWEST = Question(
+    "interview.lowest_batch1_tpot",
+    "Llama-3.1-8B decodes at batch 1 (1024 tokens of context) on an H100 SXM in bf16. Which one change "
+    "lowers the TPOT the most: 'H200' (same compute, 4.8 TB/s), 'fp8 math' (twice the FLOP/s, bf16 "
+    "weights) or 'int4 weights' (weight-only quantisation, bf16 math)?",
+    answer=lambda p: min(("H200", "fp8 math", "int4 weights"), key=_batch1),
+    kind="choice",
+    choices=("H200", "fp8 math", "int4 weights"),
+    mistakes=[
+        Mistake("Batch-1 decode is bandwidth-bound: twice the FLOP/s change nothing. Fewer bytes, or more "
+                "bandwidth, do.", lambda p: "fp8 math"),
+        Mistake("The H200 gives 1.43x the bandwidth; int4 weights cut the bytes of the weight read 4x.",
+                lambda p: "H200"),
+    ],
+    chapter="quantization", difficulty="easy",
+)
+
+# ---------------------------------------------------------------- symbolic
+_k = sp.Symbol("k", positive=True)        # KV bytes per token
+_s = sp.Symbol("s", positive=True)        # mean service time
+_n = sp.Symbol("n", positive=True)        # output tokens per request
+_T = sp.Symbol("T", positive=True)        # TPOT
+_lam = sp.Symbol("lam", positive=True)    # arrival rate (named as the prompt writes it)
+
+_TPOT_MEMORY = Question(
+    "interview.tpot_memory_bound",
+    "Below the knee a decode step is memory-bound. Write its time T(B) as a sympy expression in P "
+    "(parameters), b_w (bytes per weight), B (batch), S (tokens of context per sequence), k (KV bytes per "
+    "token) and W (bandwidth).",
+    answer=lambda p: (P * b_w + B * S * _k) / W,
+    kind="symbolic",
+    symbols={"P": P, "b_w": b_w, "B": B, "S": S, "k": _k, "W": W},
+    mistakes=[
+        Mistake("Every sequence reads its own KV cache: the KV term grows with B.",
+                lambda p: (P * b_w + S * _k) / W),
+        Mistake("The weights are read once per step, shared by the batch, not once per sequence.",
+                lambda p: B * (P * b_w + S * _k) / W),
+    ],
+    chapter="decode", difficulty="easy",
+)
+
+_MM1 = Question(
+    "interview.mm1_wait",
+    "Mean wait in the queue (before service) of an M/M/1 queue with utilisation rho and mean service time "
+    "s: a sympy expression in rho and s.",
+    answer=lambda p: rho * _s / (1 - rho),
+    kind="symbolic",
+    symbols={"rho": rho, "s": _s},
+    mistakes=[
+        Mistake("The wait grows like 1 / (1 - rho): hyperbolically, not exponentially.",
+                lambda p: _s * (sp.exp(rho) - 1)),
+        Mistake("That is the M/D/1 wait (equal service times), half the M/M/1 one.",
+                lambda p: rho * _s / (2 * (1 - rho))),
+        Mistake("That is the time in the system, wait plus service: s / (1 - rho).",
+                lambda p: _s / (1 - rho)),
+    ],
+    chapter="queueing", difficulty="medium",
+)
+
+_LITTLE = Question(
+    "interview.littles_decode_batch",
+    "Requests arrive at lam per second; each produces n output tokens, the first by its prefill and the "
+    "others one per decode step of T seconds. By Little's law, how many sequences are decoding at once on "
+    "average? (a sympy expression in lam, n and T)",
+    answer=lambda p: _lam * (_n - 1) * _T,
+    kind="symbolic",
+    symbols={"lam": _lam, "n": _n, "T": _T},
+    mistakes=[
+        Mistake("The first token comes out of the prefill: a request spends (n - 1) steps decoding.",
+                lambda p: _lam * _n * _T),
+        Mistake("Little's law multiplies: L = lambda x W, sequences = arrival rate x time each stays.",
+                lambda p: (_n - 1) * _T / _lam),
+    ],
+    chapter="queueing", difficulty="medium",
+)
+
+# ---------------------------------------------------------------- conceptual, across the chapters
+_QUEUEING_GROWTH = Question(
+    "interview.queueing_growth",
+    "How does the queueing delay of a server grow as its utilisation approaches 1?",
+    answer=lambda p: (
+        "Hyperbolically, like 1 / (1 - rho), not exponentially: the M/M/1 mean wait is rho s / (1 - rho). "
+        "At rho = 0.5 the wait equals one service time, at 0.9 it is 9 service times, at 0.99 it is 99: "
+        "halving the idle fraction 1 - rho doubles the wait, and it diverges as rho goes to 1. "
+        "Variability matters too (Pollaczek-Khinchine): equal service times (M/D/1) wait half as long as "
+        "exponential ones, so mixing very different prompt lengths hurts."),
+    kind="conceptual",
+    key_points=(
+        ("the wait grows like 1 / (1 - rho), hyperbolically",
+         r"1\s*/\s*\(?\s*1\s*[-−]\s*(rho|ρ|u|utili[sz]ation)|\(\s*1\s*[-−]\s*(rho|ρ|u)\s*\)|hyperbol"),
+        ("it diverges as the utilisation approaches 1",
+         r"infinit|diverg|unbounded|blows? up|without (bound|limit)|∞|to infinity|no steady state|unstable"),
+        ("a number to remember: at 90 % busy the M/M/1 wait is 9 service times; halving the idle time doubles it",
+         r"doubl|\b9 (service|times)|nine times|\b9x|\b10x|ten times|\b99\b"),
+        ("service-time variability matters: M/D/1 waits half as long as M/M/1",
+         r"M/D/1|variab|half|C_?s|coefficient of variation|Pollaczek|Kingman|M/G/1"),
+    ),
+    mistakes=[
+        Mistake("Queueing delay is not exponential in the load: it grows like 1 / (1 - rho), hyperbolically. "
+                "It is gentle until about 70-80 % and then diverges.",
+                lambda p: _claim("grows exponentially", r"(?:increases|rises|explodes|blows up) exponentially",
+                                 r"exponential (?:growth|blow-?up|increase)")),
+    ],
+    chapter="queueing", difficulty="medium",
+)
+
+_PREFILL_DECODE = Question(
+    "interview.prefill_vs_decode_bound",
+    "Why is prefill usually compute-bound and decode memory-bound?",
+    answer=lambda p: (
+        "Prefill pushes all the prompt's tokens through the model at once: each weight read from HBM is "
+        "used for thousands of tokens, so the arithmetic intensity (FLOPs per byte) is about the prompt "
+        "length, far above the ridge point. Decode produces one new token per sequence per step, yet must "
+        "read every weight (and its KV cache) for it: its intensity is about the batch size, below the "
+        f"ridge ({_ridge_h100():.0f} FLOP/byte on an H100) until the batch is a few hundred sequences."),
+    kind="conceptual",
+    key_points=(
+        ("prefill processes many tokens per weight read",
+         r"(prompt|prefill)[^.]*(tokens|parallel|at once|together|one pass)"),
+        ("decode makes one token per sequence per step but reads every weight (and the KV cache)",
+         r"(one|1|a single|each) (new )?token|(reads?|load|stream)[^.]*(weights|parameters|KV)"),
+        ("arithmetic intensity against the ridge point",
+         r"intensity|FLOPs? per byte|FLOP/B|ridge"),
+    ),
+    mistakes=[
+        Mistake("Decode is compute-bound only at a batch above the ridge point (a few hundred sequences), "
+                "rarely reached: at typical batches it is bandwidth-bound.",
+                lambda p: _claim("decode is compute-bound",
+                                 r"decod(?:e|ing) (?:is|are) (?:usually |mostly |always )?compute[- ]bound")),
+        Mistake("Prefill's cost is its FLOPs: 2 per weight per prompt token. The KV cache it writes is small "
+                "next to the math.",
+                lambda p: _claim("prefill is memory-bound",
+                                 r"prefill (?:is|are) (?:usually |mostly |always )?(?:memory|bandwidth)[- ]bound")),
+    ],
+    chapter="rooflines", difficulty="easy",
+)
+
+_METRICS = Question(
+    "interview.ttft_tpot_e2e",
+    "Define TTFT, TPOT and end-to-end latency, and how they relate.",
+    answer=lambda p: (
+        "TTFT is the time from the request's arrival to its first output token: queueing plus prefill. "
+        "TPOT is the mean time per output token after the first, vLLM's (E2E - TTFT) / (n - 1) for n output "
+        "tokens. The end-to-end latency is the time to the last token, E2E = TTFT + (n - 1) x TPOT."),
+    kind="conceptual",
+    key_points=(
+        ("TTFT runs from arrival (queueing included) to the first token",
+         r"(TTFT|first token)[^.]*(arriv|submit|sent|request|queue|wait|prefill)"),
+        ("TPOT is the time per output token after the first: (E2E - TTFT) / (n - 1)",
+         r"n\s*[-−]\s*1|after the first|excluding the first|between (output |later |subsequent |two )?tokens|inter-token"),
+        ("E2E = TTFT + (n - 1) TPOT",
+         r"TTFT\s*\+|TTFT plus|\+\s*\(?n\s*[-−]\s*1|sum of"),
+    ),
+    mistakes=[
+        Mistake("TPOT excludes the first token: (E2E - TTFT) / (n - 1), not E2E / n (which mixes the prefill "
+                "into every token).",
+                lambda p: _claim("E2E divided by n", r"E2E ?/ ?n\b(?! ?[-−])")),
+    ],
+    chapter="anatomy", difficulty="easy",
+)
+
+_KV_CACHE = Question(
+    "interview.kv_cache_limits",
+    "What is the KV cache, how large is it per token, and why does it (not the weights) usually limit the "
+    "decode batch?",
+    answer=lambda p: (
+        "The KV cache keeps the keys and values of every past token, for each layer and KV head, so that "
+        "attention does not recompute them. Per token it holds 2 x L x K x d_h x b_kv bytes "
+        f"({kv_bytes_per_token(M70) / KiB:.0f} KiB for Llama-3.1-70B in bf16). The weights are stored once, but "
+        "the KV cache grows with context length times batch: every running sequence needs its own. So after "
+        "the weights, the memory left divided by one sequence's KV bytes sets the largest batch. Grouped-query "
+        "attention (fewer KV heads), an fp8 KV cache and paged allocation all raise it."),
+    kind="conceptual",
+    key_points=(
+        ("it stores the keys and values of every past token",
+         r"keys? and values?|\bK and V\b|\bK/V\b"),
+        ("per token 2 x layers x KV heads x head size x bytes",
+         r"2\s*[·x×*]?\s*L|layers?[^.]*(KV heads|heads|head (dim|size)|d_h)|per token[^.]*(layer|head)"),
+        ("it grows with context length and with the batch, the weights do not",
+         r"(context|sequence|length|tokens)[^.]*(batch|sequences|requests)|(batch|sequences|requests)[^.]*(context|length)|grows? (linearly )?with"),
+        ("GQA, an fp8 KV cache or paging shrink it",
+         r"GQA|grouped|MQA|multi-query|fp8|quanti|paged|paging|KV heads"),
+    ),
+    mistakes=[
+        Mistake("KV memory is linear in the context (one key and value per token). Attention *compute* over a "
+                "whole prompt is what grows quadratically.",
+                lambda p: _claim("grows quadratically", r"quadratic(?:ally)? (?:in|with) (?:the )?(?:context|sequence|length)")),
+    ],
+    chapter="memory", difficulty="medium",
+)
+
+_TP = Question(
+    "interview.tensor_parallel_tradeoff",
+    "When does tensor parallelism help a decode deployment, and what does it cost?",
+    answer=lambda p: (
+        "It lets a model that does not fit on one GPU run at all, and leaves more memory per GPU for the KV "
+        "cache. It lowers TPOT: each of N GPUs reads 1/N of the weights, so the weight-bound step shrinks "
+        "almost N-fold. The cost is two all-reduces per layer over NVLink, a latency that does not shrink "
+        "with N, which is why TP stays inside one node. Per-GPU throughput falls as N grows, so for "
+        "throughput at a loose TPOT target several smaller replicas (data parallelism) beat one wide one."),
+    kind="conceptual",
+    key_points=(
+        ("it makes a large model fit and leaves more memory for the KV cache",
+         r"\bfits?\b|capacity|(more|spare|free|leaves?) memory|memory (per GPU|for (the )?KV)|too (big|large)"),
+        ("it lowers TPOT: each GPU reads 1/N of the weights",
+         r"(TPOT|latency|step time)[^.]*(lower|reduc|drop|shrink|faster|divid|split|1/N)|(lower|reduc|cut|faster|shrink)[^.]*(TPOT|latency|step time)"),
+        ("it costs all-reduces per layer, so it stays inside an NVLink node",
+         r"all-?reduce|communicat|NVLink|interconnect"),
+        ("per-GPU throughput falls; replicas may serve throughput better",
+         r"per[- ]GPU|replica|data[- ]parallel|throughput per|cost per token"),
+    ),
+    mistakes=[
+        Mistake("Throughput per GPU does not scale linearly with TP: the all-reduces add latency, KV heads "
+                "replicate beyond K GPUs, and per-GPU throughput falls.",
+                lambda p: _claim("linear speedup", r"(?:throughput|speed) (?:scales|grows) linearly with (?:the )?(?:number of )?GPUs")),
+    ],
+    chapter="parallelism", difficulty="medium",
+)
+
+_PAGED = Question(
+    "interview.paged_attention",
+    "Why does vLLM's PagedAttention let a server hold a larger batch?",
+    answer=lambda p: (
+        "Without paging a server reserves KV memory for the maximum length of every request up front, and "
+        "most of the reservation is never used (and fragments the rest). PagedAttention allocates the KV "
+        "cache in small blocks (16 tokens by default) on demand, like virtual-memory pages, so a sequence "
+        "wastes at most one partially filled block. The memory freed holds more sequences: a larger batch and, "
+        "below the knee, more throughput."),
+    kind="conceptual",
+    key_points=(
+        ("reserving the maximum length per request wastes memory (fragmentation)",
+         r"reserv|fragment|max(imum)? (length|context)|pre-?allocat|worst[- ]case|up front"),
+        ("fixed-size blocks allocated on demand",
+         r"block|page"),
+        ("the waste is at most one partial block per sequence",
+         r"(last|one|partial(ly)?|half)[^.]*(block|page)|less than|under \d+\s*%|near(ly)? zero|little waste|at most"),
+        ("more sequences fit: a larger batch, more throughput",
+         r"(more|larger|bigger) (sequences|batch|requests)|batch (size )?(grows|rises|increases)|throughput"),
+    ),
+    mistakes=[
+        Mistake("Paging changes where the KV cache lives, not how much math attention does: the gain is "
+                "memory, hence the batch.",
+                lambda p: _claim("fewer FLOPs", r"(?:reduces|cuts|lowers) (?:the )?(?:attention )?FLOPs")),
+    ],
+    chapter="memory", difficulty="medium",
+)
+
+_CHUNKED = Question(
+    "interview.chunked_prefill",
+    "Why do serving engines chunk long prefills, and how large should a chunk be?",
+    answer=lambda p: (
+        "A long prompt prefilled in one step stalls every decoding sequence on the GPU for the whole prefill: "
+        "their inter-token latency spikes. Chunked prefill splits the prompt into chunks and runs each chunk "
+        "together with the decode tokens in one step under a token budget, so every step stays short. The "
+        "chunk should be large enough that the step's matmuls are compute-bound (a few hundred to a couple "
+        "of thousand tokens, about the ridge point), since smaller chunks re-read the weights and the growing "
+        "KV cache more often for the same work: TTFT grows slightly in exchange for a steady TPOT."),
+    kind="conceptual",
+    key_points=(
+        ("a long prefill stalls the decoding sequences (TPOT spikes)",
+         r"stall|block|pause|spike|hiccup|freez|(TPOT|inter-token|ITL)[^.]*(jump|rise|grow|spike)"),
+        ("chunks share a step with the decode tokens under a token budget",
+         r"chunk[^.]*(bound|limit|cap|budget|mix|together|piggyback|alongside|with (the )?decode)|token budget|max_num_batched_tokens"),
+        ("a chunk large enough to keep the matmuls compute-bound (about the ridge point)",
+         r"compute[- ]bound|ridge|saturat|knee|few hundred|\b(256|512|1024|2048)\b"),
+        ("the cost: slightly longer TTFT, weights and KV re-read per chunk",
+         r"TTFT|first token|re-?read|overhead"),
+    ),
+    mistakes=[
+        Mistake("Chunking does not reduce the prefill's FLOPs: the same tokens pass through the same weights "
+                "(and each chunk re-reads the cache of the chunks before it).",
+                lambda p: _claim("chunking reduces the FLOPs", r"(?:fewer|less) (?:total )?(?:prefill )?FLOPs")),
+    ],
+    chapter="prefill", difficulty="medium",
+)
+
+_DISAGG = Question(
+    "interview.disaggregation",
+    "When does prefill/decode disaggregation (separate GPUs for prefill and for decode) pay off?",
+    answer=lambda p: (
+        "On shared GPUs prefill and decode interfere: each prefill pauses the decode steps (TPOT suffers) and "
+        "a large decode batch delays prefills (TTFT suffers). Disaggregation removes the interference and lets "
+        "each pool be sized and parallelised independently for its own SLO, prefill for TTFT and decode for "
+        "TPOT. It costs a KV-cache transfer per request (KV bytes per token times the prompt length, over "
+        "NVLink or the network) and more complex operations. It pays off when both SLOs are tight, prompts "
+        "are long, and goodput per GPU is the goal (DistServe, Splitwise)."),
+    kind="conceptual",
+    key_points=(
+        ("prefill and decode interfere on shared GPUs",
+         r"interfer|stall|contend|compet|pause|TTFT[^.]*TPOT|TPOT[^.]*TTFT"),
+        ("each pool is sized and parallelised for its own SLO",
+         r"(size|scale|tune|parallel\w*|configur|provision)[^.]*(independent|separate|each|own)|own (SLO|parallel|TP|batch)|independently"),
+        ("it costs a KV-cache transfer per request",
+         r"transfer|\bmov(e|ing)|migrat|\bsend|\bcopy"),
+        ("it pays off with tight SLOs, long prompts, goodput per GPU",
+         r"tight|strict|long prompt|goodput|SLO"),
+    ),
+    mistakes=[
+        Mistake("Disaggregation is not always better: it adds a KV transfer per request and splits the "
+                "GPUs into pools that can sit idle; with loose SLOs a colocated server with chunked prefill "
+                "often gives more goodput per GPU.",
+                lambda p: _claim("always better", r"(?:always|in every case) (?:improves|raises|increases|wins)")),
+    ],
+    chapter="scheduling", difficulty="hard",
+)
+
+_MFU_MBU = Question(
+    "interview.mfu_mbu",
+    "What are MFU and MBU, and which one tells you how well decode is running?",
+    answer=lambda p: (
+        "MFU (model FLOP utilisation) is the achieved FLOP/s (the model's FLOPs per token times tokens per "
+        "second) over the peak dense FLOP/s. MBU (model bandwidth utilisation) is the achieved bandwidth, the "
+        "bytes a step must move (weights plus KV cache) divided by the step time, over the peak bandwidth. "
+        "Decode at ordinary batch sizes is memory-bound, so MBU is its figure of merit (Databricks measured "
+        "about 55-60 %); MFU is the one for prefill and for large, compute-bound batches."),
+    kind="conceptual",
+    key_points=(
+        ("MFU: achieved FLOP/s over peak FLOP/s",
+         r"(achiev|actual|measured|useful|delivered)[^.]*(FLOP|compute)[^.]*(peak|maximum)"
+         r"|(FLOP|compute)[^.]*(achiev|actual|measured|delivered)[^.]*(peak|maximum)|FLOP/s\s*/\s*peak|FLOP utili[sz]ation"),
+        ("MBU: achieved bandwidth (bytes per step over step time) over peak bandwidth",
+         r"(bytes|bandwidth)[^.]*(peak|maximum)|bandwidth utili[sz]ation"),
+        ("decode is memory-bound, so MBU is its measure",
+         r"decode[^.]*(MBU|bandwidth|memory[- ]bound)|MBU[^.]*decode"),
+        ("MFU for prefill and large batches",
+         r"prefill|large batch|compute[- ]bound"),
+    ),
+    mistakes=[
+        Mistake("At ordinary batch sizes decode's MFU is low by physics (intensity about B FLOPs per byte): "
+                "judge decode by MBU.",
+                lambda p: _claim("decode should reach high MFU", r"decode[^.]*(?:should|must) (?:reach|have|hit) (?:a )?high MFU")),
+    ],
+    chapter="validation", difficulty="medium",
+)
+
+_QUANT = Question(
+    "interview.quantization_effect",
+    "What does int4 weight-only quantisation do to decode TPOT, to the knee B*, and to prefill?",
+    answer=lambda p: (
+        "It stores 0.5 byte per weight instead of 2, so the weight read of a memory-bound decode step is 4x "
+        f"smaller and TPOT at small batch drops by up to 4x ({M8} at batch 1 on an H100: "
+        f"{decode_step_time(M8, H100, 1, 1024) * 1e3:.1f} ms -> "
+        f"{decode_step_time(M8, H100, 1, 1024, weight_dtype='int4') * 1e3:.1f} ms at 1024 tokens of context). "
+        "The math still runs in bf16, so the knee B* = R b_w / 2 drops 4x too (from "
+        f"{critical_batch_size(H100):.0f} to {critical_batch_size(H100, weight_dtype='int4'):.0f} on an H100): "
+        "the step turns compute-bound at a smaller batch. Prefill is compute-bound, so it gains little or "
+        "nothing (dequantisation can even slow it). The memory freed holds more KV cache, a larger batch; "
+        "check the accuracy."),
+    kind="conceptual",
+    key_points=(
+        ("decode TPOT drops: the weight read moves 4x fewer bytes",
+         r"(TPOT|step time|decode|latency)[^.]*(drop|lower|fall|faster|reduc|shrink|4\s*[x×]|four|quarter)|fewer bytes|less (memory )?traffic"),
+        ("the knee B* drops (B* = R b_w / 2)",
+         r"(knee|B\*|critical batch)[^.]*(drop|lower|smaller|fall|shrink|reduc|4|quarter|earlier|sooner)"),
+        ("prefill, compute-bound, gains little",
+         r"prefill[^.]*(little|\bno\b|\bnot|barely|same|unchanged|compute|nothing|slower)"),
+        ("memory freed for the KV cache; check the accuracy",
+         r"KV|batch|capacity|accuracy|quality|perplexity"),
+    ),
+    mistakes=[
+        Mistake("Weight-only int4 dequantises to bf16 and computes in bf16: the FLOP/s do not change, only the "
+                "bytes do.",
+                lambda p: _claim("quadruples the FLOP", r"(?:more|higher|faster) (?:tensor[- ]core )?FLOP/?s (?:with|from) (?:weight-only )?int4")),
+    ],
+    chapter="quantization", difficulty="medium",
+)
+
+_SPEC = Question(
+    "interview.speculative_decoding",
+    "When does speculative decoding help, and when does it hurt?",
+    answer=lambda p: (
+        "A cheap draft (a small model, n-grams or extra heads) proposes k tokens and the target model "
+        "verifies all of them in one forward pass, keeping the accepted prefix. It helps when decode is "
+        "memory-bound, at small batch: verifying k tokens costs about one weight read, the same as producing "
+        "one, so each step yields more tokens when the acceptance rate is high. At large batch the step is "
+        "already compute-bound (past the knee), the extra tokens cost real compute and rejected ones are "
+        "wasted work, so throughput falls. The output distribution is unchanged (rejection sampling)."),
+    kind="conceptual",
+    key_points=(
+        ("a draft proposes tokens, the target verifies them in one pass",
+         r"draft|propos|guess|verif"),
+        ("it helps while decode is memory-bound (small batch): k tokens for about one weight read",
+         r"memory[- ]bound|bandwidth[- ]bound|small batch|low batch|batch (of |size )?1\b|weight read|idle compute|spare compute"),
+        ("the gain depends on the acceptance rate",
+         r"accept"),
+        ("it hurts at large batch, past the knee, where compute is the bottleneck",
+         r"(large|high|big) batch|compute[- ]bound|knee|throughput[^.]*(drop|fall|hurt|lower|suffer)"),
+    ),
+    mistakes=[
+        Mistake("With rejection sampling the output distribution is exactly the target model's: speculation "
+                "changes the speed, not the quality.",
+                lambda p: _claim("changes the output distribution", r"(?:lowers|worsens|degrades|reduces) (?:the )?(?:output )?quality")),
+    ],
+    chapter="speculative", difficulty="hard",
+)
+
+_PERCENTILE = Question(
+    "interview.percentile_slos",
+    "Why are latency SLOs stated as P99 (or P90) and not as means?",
+    answer=lambda p: (
+        "A mean hides the tail: a few very slow requests barely move it, yet those users wait. Each user "
+        "sends many requests per session, so most users meet the slow tail sooner or later. Near saturation "
+        "queueing stretches the tail much faster than the mean (bursts pile up), so a P99 target catches "
+        "overload that a mean target misses."),
+    kind="conceptual",
+    key_points=(
+        ("a mean hides the slow tail",
+         r"tail|slow(est)? (requests|users)|outlier|worst|\bhide|\bmask"),
+        ("users see every request; over many requests they meet the tail",
+         r"\buser|session|many requests|every request|fan-?out|\beach"),
+        ("queueing near saturation stretches the tail faster than the mean",
+         r"queue|load|utili[sz]ation|saturat|burst"),
+    ),
+    mistakes=[
+        Mistake("The mean is not enough: a low mean is compatible with a long, painful tail.",
+                lambda p: _claim("the mean is enough", r"(?:average|mean) (?:is|tells you) (?:all|everything)")),
+    ],
+    chapter="slo", difficulty="easy",
+)
+
+_CAPACITY = Question(
+    "interview.capacity_planning",
+    "How do you estimate how many GPUs a service needs for a given request rate and SLOs?",
+    answer=lambda p: (
+        "Characterise the requests: prompt and output lengths (their distributions, not only means). Pick a "
+        "configuration that fits in memory (model, data types, tensor-parallel degree) and find what one "
+        "replica sustains within the SLOs: the batch B_SLO the TPOT target allows, the prefill load the TTFT "
+        "target allows, hence its goodput in requests per second. Divide the peak request rate by that goodput, "
+        "round up, and keep headroom: utilisation well below 1, because waits grow like 1 / (1 - rho). Then "
+        "validate with a simulator or a load test."),
+    kind="conceptual",
+    key_points=(
+        ("the workload: prompt and output lengths",
+         r"prompt|input (length|tokens)|output (length|tokens)|tokens per request"),
+        ("what one replica sustains within the SLOs (B_SLO, goodput)",
+         r"B_?SLO|goodput|SLO|per replica|per GPU"),
+        ("peak rate over per-replica capacity, rounded up, with headroom",
+         r"divid|ceil|round(ed)? up|headroom|\bpeak|margin|utili[sz]ation"),
+        ("the configuration must fit: memory, TP degree, KV cache",
+         r"memory|\bfits?\b|\bKV\b|\bTP\b|tensor[- ]parallel"),
+    ),
+    mistakes=[
+        Mistake("Size for the peak (or a high percentile) of the load, with utilisation below 1: queueing "
+                "waits grow like 1 / (1 - rho).",
+                lambda p: _claim("size for the average load", r"(?:plan|provision) for the (?:average|mean) (?:load|rate)")),
+    ],
+    chapter="capacity", difficulty="hard",
+)
+
+_VALIDATE = Question(
+    "interview.validate_with_measurement",
+    "Your model predicts a TPOT of 4.8 ms and you measure 9 ms. What do you conclude, and what do you "
+    "check?",
+    answer=lambda p: (
+        "The model at MFU = MBU = 1 is a lower bound, a physical limit, so the measurement being slower is "
+        "expected: the ratio says the server reaches about 4.8 / 9 = 53 % of peak bandwidth (its MBU), a "
+        "typical figure. Then check that both describe the same thing: batch size, context length, data "
+        "types, the TPOT definition, and overheads the model leaves out (kernel launches without CUDA graphs, "
+        "sampling, scheduling in Python). Calibrate MBU (and MFU) from one measurement and validate the "
+        "re-predicted numbers on another configuration."),
+    kind="conceptual",
+    key_points=(
+        ("the model is a lower bound (physical limit)",
+         r"lower bound|\bbound\b|best case|ideal|\bpeak|physical"),
+        ("the ratio is an efficiency: the implied MBU (about 53 %)",
+         r"MBU|efficien|utili[sz]ation|fraction of (peak|the bound)|\d+\s*%"),
+        ("check that both measure the same thing and the overheads the model omits",
+         r"overhead|launch|CUDA graphs?|sampl|schedul|python|warm|dtype|data type|batch|context|definition"),
+        ("calibrate on one measurement, validate on another",
+         r"calibrat|\bfit|re-?predict|another|held[- ]out|second|compare"),
+    ),
+    mistakes=[
+        Mistake("A first-principles bound is supposed to be faster than reality; the gap is information "
+                "(an efficiency to calibrate), not a reason to drop the model.",
+                lambda p: _claim("throw away the model", r"the model is useless")),
+    ],
+    chapter="validation", difficulty="medium",
+)
+
+QUESTIONS = [
+    _WHY_BATCHING, _GOODPUT, _B_STAR, _B_STAR_METHOD, _BACKGROUND,
+    _UNCONSTRAINED, _SATURATES, _LINEAR, _IGNORE_QUEUEING, _SLUGGISH,
+    _RIDGE_H200, _RIDGE_A100, _H200_VS_H100, _KV_70B, _FLOOR_TP8, _MAX_BATCH, _LOWEST,
+    _TPOT_MEMORY, _MM1, _LITTLE,
+    _QUEUEING_GROWTH, _PREFILL_DECODE, _METRICS, _KV_CACHE, _TP, _PAGED, _CHUNKED, _DISAGG,
+    _MFU_MBU, _QUANT, _SPEC, _PERCENTILE, _CAPACITY, _VALIDATE,
+]
+
+#: The follow-up questions and pitfalls the interview rehearsal must cover (tested by id).
+REQUIRED = {
+    "follow-up: why decode batching raises throughput": "interview.why_batching_raises_throughput",
+    "follow-up: what goodput is": "interview.what_is_goodput",
+    "follow-up: B* with the roofline for an 8 x H100 node": "interview.b_star_8xh100",
+    "follow-up: keeping TPOT low while serving background throughput work": "interview.low_tpot_with_background_work",
+    "pitfall: unconstrained throughput that breaks SLOs": "interview.pitfall_unconstrained_throughput",
+    "pitfall: ignoring that decode throughput saturates": "interview.pitfall_decode_saturates",
+    "pitfall: assuming latency grows linearly with batch from the start": "interview.pitfall_latency_linear_in_batch",
+    "pitfall: ignoring queueing in TTFT": "interview.pitfall_ignoring_queueing_ttft",
+    "pitfall: TPOT > 80 ms feels sluggish": "interview.pitfall_tpot_80ms_sluggish",
+}
