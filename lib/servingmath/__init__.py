@@ -13,7 +13,8 @@ Modules, one concept each:
 * operating points: ``pareto``, ``slo``, ``explorer`` (the widget), ``metrics``;
 * load: ``queueing`` (closed forms), ``workloads``, ``simulate`` (the serving simulator);
 * the book: ``symbolic`` (notation, formula checks), ``plotting``, ``checks`` (exercise
-  checker), ``questions`` (the question bank), ``assignments`` (classroom variants and grading).
+  checker), ``questions`` (the question bank), ``assignments`` (classroom variants and grading),
+  ``drill`` (the terminal interview drill), ``validation`` (the model against measurements).
 """
 
 __version__ = "0.1.0"
