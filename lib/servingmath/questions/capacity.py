@@ -1,0 +1,247 @@
+"""Questions of chapter 13, "Capacity planning".
+
+Every expected answer is computed by the library (or by the formula the
+chapter derives) from the question's parameters; every known mistake is
+computed the same way, so a slip earns its own hint.
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy as sp
+
+from ..capacity import (batch_quantile, cheapest_plan, cost_per_million_tokens, replica_capacity,
+                        replicas_needed, workload_statistics)
+from ..checks import Mistake, Question
+from ..decode import decode_step_time
+from ..pareto import compute_dtype_for
+from ..slo import max_batch_for_tpot
+
+_R, _N, _p, _lam, _L_o = sp.symbols("R N p lambda L_o", positive=True)
+_COST_SYMBOLS = {"R": _R, "N": _N, "p": _p, "lam": _lam, "lambda": _lam, "L_o": _L_o}
+
+
+def _node_to_replica(p, gpus):
+    return gpus * p["node_price"] / p["gpus_per_node"]
+
+
+def _replica_capacity(p, **overrides):
+    args = dict(tensor_parallel=p["tp"], weight_dtype=p["dtype"], kv_dtype=p["dtype"], mfu=p["mfu"], mbu=p["mbu"])
+    args.update(overrides)
+    ttft, tpot = args.pop("ttft_slo", p["ttft_slo"]), args.pop("tpot_slo", p["tpot_slo"])
+    return replica_capacity(p["model"], p["accelerator"], p["prompt_len"], p["output_len"], ttft_slo=ttft,
+                            tpot_slo=tpot, **args)
+
+
+def _decode_only_rate(p):
+    """The mistake of sizing with the decode alone: B_SLO(tau) from the step time, rate = B / ((L_o - 1) T(B))."""
+    kw = dict(tensor_parallel=p["tp"], weight_dtype=p["dtype"], kv_dtype=p["dtype"], mfu=p["mfu"], mbu=p["mbu"],
+              compute_dtype=compute_dtype_for(p["dtype"], p["accelerator"]))
+    context = p["prompt_len"] + p["output_len"] // 2
+    b = max_batch_for_tpot(p["tpot_slo"], p["model"], p["accelerator"], context, **kw)
+    return b / ((p["output_len"] - 1) * decode_step_time(p["model"], p["accelerator"], b, context, **kw))
+
+
+def _cheapest(p):
+    return cheapest_plan(p["model"], p["rate"], p["prompt_len"], p["output_len"], p["ttft_slo"], p["tpot_slo"],
+                         p["prices"], mfu=p["mfu"], mbu=p["mbu"]).accelerator
+
+
+_CAPACITY = {"model": "Llama-3.1-70B", "accelerator": "H100-SXM5-80GB", "tp": 4, "dtype": "fp8",
+             "prompt_len": 1024, "output_len": 256, "ttft_slo": 0.45, "tpot_slo": 0.040, "mfu": 0.6, "mbu": 0.6}
+
+_CONTEXT = {"prompt_lens": [1000, 1000], "output_lens": [100, 500]}
+
+
+def _naive_context(p, halve=True):
+    lp, lo = p["prompt_lens"], p["output_lens"]
+    return sum(lp) / len(lp) + sum(lo) / len(lo) / (2 if halve else 1)
+
+
+def _biased_context_no_half(p):
+    steps = [o - 1 for o in p["output_lens"]]
+    return sum(s * (a + o) for s, a, o in zip(steps, p["prompt_lens"], p["output_lens"])) / sum(steps)
+
+
+QUESTIONS = [
+    Question(
+        "capacity.confirm_action",
+        "Your closed-form plan gives a mean TPOT of 36 ms at the planned load per replica, under the 40 ms P99 "
+        "target. The simulator, replaying your workload at that load, reports a P99 TPOT of 48 ms. What do you "
+        "do? ('ship it', 'raise the batch cap' or 'add a replica')",
+        answer=lambda p: "add a replica",
+        kind="choice",
+        choices=("ship it", "raise the batch cap", "add a replica"),
+        difficulty="easy",
+        mistakes=[
+            Mistake("The closed form's TPOT is a mean over requests; the target is a 99th percentile, and the "
+                    "simulator measured it 8 ms over. Shipping breaks the SLO for more than 1 % of users.",
+                    lambda p: "ship it"),
+            Mistake("A larger cap lets the batch grow further in a burst, and every step gets longer: TPOT "
+                    "rises. Lower the load per replica instead.", lambda p: "raise the batch cap"),
+        ],
+    ),
+    Question(
+        "capacity.node_price",
+        "A cloud lists an 8 x H200 node at ${node_price:.2f} per node-hour. One replica runs on {tp} of its GPUs "
+        "(TP {tp}) and produces {tokens_per_s:,} output tokens/s within its SLOs. What do that replica's output "
+        "tokens cost, in dollars per million? ($/M tokens)",
+        answer=lambda p: cost_per_million_tokens(_node_to_replica(p, p["tp"]), p["tokens_per_s"]),
+        params={"node_price": 32.0, "gpus_per_node": 8, "tp": 2, "tokens_per_s": 4000},
+        difficulty="easy",
+        mistakes=[
+            Mistake("You took the node price as the price of one GPU: divide it by the 8 GPUs of the node first.",
+                    lambda p: cost_per_million_tokens(p["tp"] * p["node_price"], p["tokens_per_s"])),
+            Mistake("You charged the whole node to one replica; the replica uses 2 of its 8 GPUs (the other 6 "
+                    "can run 3 more replicas).", lambda p: cost_per_million_tokens(p["node_price"], p["tokens_per_s"])),
+            Mistake("You charged one GPU; the replica is split over 2 (tensor parallelism): pay for both.",
+                    lambda p: cost_per_million_tokens(_node_to_replica(p, 1), p["tokens_per_s"])),
+            Mistake("That is dollars per thousand tokens; the question asks per million (x 1000).",
+                    lambda p: cost_per_million_tokens(_node_to_replica(p, p["tp"]), p["tokens_per_s"]) / 1e3),
+        ],
+    ),
+    Question(
+        "capacity.replicas",
+        "Peak traffic is {rate:g} req/s. One replica serves {capacity} req/s within the SLOs, and you plan each "
+        "replica at a utilisation target of {u:g} (30 % headroom). How many replicas? (a whole number)",
+        answer=lambda p: float(replicas_needed(p["rate"], p["capacity"], p["u"])),
+        params={"rate": 40.0, "capacity": 8.44, "u": 0.7},
+        difficulty="easy",
+        mistakes=[
+            Mistake("Without the headroom: divide the traffic by u x capacity, not by the capacity.",
+                    lambda p: float(math.ceil(p["rate"] / p["capacity"]))),
+            Mistake("Replicas come whole: round up (a fraction of a replica cannot be rented).",
+                    lambda p: p["rate"] / (p["u"] * p["capacity"])),
+            Mistake("You rounded down: those replicas would run above the utilisation target.",
+                    lambda p: float(math.floor(p["rate"] / (p["u"] * p["capacity"])))),
+            Mistake("You multiplied the traffic by u; the headroom lowers what each replica may take, so divide "
+                    "the capacity's share: rate / (u x capacity).",
+                    lambda p: float(math.ceil(p["rate"] * p["u"] / p["capacity"]))),
+        ],
+    ),
+    Question(
+        "capacity.fleet_cost",
+        "A fleet of {replicas} replicas of Llama-3.1-70B, each on {tp} H100s at ${price:.2f} per GPU-hour, serves "
+        "{rate:g} req/s; requests average {prompt:g} prompt and {output:g} output tokens, and each replica could "
+        "serve {capacity} req/s within the SLOs. What does the fleet pay per million output tokens served? "
+        "($/M tokens)",
+        answer=lambda p: cost_per_million_tokens(p["replicas"] * p["tp"] * p["price"], p["rate"] * p["output"]),
+        params={"replicas": 3, "tp": 4, "price": 3.0, "rate": 40.0, "prompt": 775.0, "output": 300.0,
+                "capacity": 20.8},
+        mistakes=[
+            Mistake("That is one replica's cost against the whole traffic: the fleet pays for every replica.",
+                    lambda p: cost_per_million_tokens(p["tp"] * p["price"], p["rate"] * p["output"])),
+            Mistake("That charges one GPU per replica; each replica holds 4 (TP 4).",
+                    lambda p: cost_per_million_tokens(p["replicas"] * p["price"], p["rate"] * p["output"])),
+            Mistake("That is the cost at 100 % of the replicas' capacity; the fleet serves only the traffic, "
+                    "and pays for its headroom too.",
+                    lambda p: cost_per_million_tokens(p["replicas"] * p["tp"] * p["price"],
+                                                      p["replicas"] * p["capacity"] * p["output"])),
+            Mistake("You counted prompt tokens as well; the question asks per output token.",
+                    lambda p: cost_per_million_tokens(p["replicas"] * p["tp"] * p["price"],
+                                                      p["rate"] * (p["prompt"] + p["output"]))),
+            Mistake("That is dollars per thousand tokens; the question asks per million.",
+                    lambda p: cost_per_million_tokens(p["replicas"] * p["tp"] * p["price"],
+                                                      p["rate"] * p["output"]) / 1e3),
+        ],
+    ),
+    Question(
+        "capacity.decode_context",
+        "Half the requests have 1000-token prompts and 100-token answers, the other half 1000-token prompts and "
+        "500-token answers. What is the mean context (tokens in the KV cache per sequence) of the decode batch, "
+        "averaged over decode steps? (tokens)",
+        answer=lambda p: workload_statistics(p["prompt_lens"], p["output_lens"])["decode_context"],
+        params=_CONTEXT,
+        unit="tok",
+        mistakes=[
+            Mistake("That is E[L_p] + E[L_o] / 2, the average over requests. The batch is an average over "
+                    "decode steps, and a 500-token answer stays in it five times as long: weight each request "
+                    "by its L_o - 1 steps.", lambda p: _naive_context(p)),
+            Mistake("A sequence's context grows from L_p to L_p + L_o during its decode: its mean is "
+                    "L_p + L_o / 2, not L_p + L_o.", lambda p: _naive_context(p, halve=False)),
+            Mistake("Right weights, but the context averages L_p + L_o / 2 over a sequence's decode, not "
+                    "L_p + L_o.", _biased_context_no_half),
+        ],
+    ),
+    Question(
+        "capacity.batch_cap",
+        "Little's law says a replica's decode batch averages {mean:g} sequences; requests arrive as a Poisson "
+        "stream. What batch cap holds the instantaneous batch 99 % of the time? Use the normal approximation "
+        "of the Poisson distribution. (sequences)",
+        answer=lambda p: batch_quantile(p["mean"], 0.99),
+        params={"mean": 100.0},
+        mistakes=[
+            Mistake("That is the mean: a cap at the mean batch is full half the time, and requests queue.",
+                    lambda p: p["mean"]),
+            Mistake("The standard deviation of a Poisson count is sqrt(B), not 1: add z sqrt(B).",
+                    lambda p: p["mean"] + 2.3263478740408408),
+            Mistake("The standard deviation of a Poisson count is sqrt(B), not B.",
+                    lambda p: p["mean"] * (1 + 2.3263478740408408)),
+            Mistake("z = 1.645 is the one-sided 95th percentile; the 99th is z = 2.326.",
+                    lambda p: batch_quantile(p["mean"], 0.95)),
+            Mistake("z = 2.576 leaves 0.5 % in each of two tails; a cap has only the upper one: z = 2.326.",
+                    lambda p: batch_quantile(p["mean"], 0.995)),
+        ],
+    ),
+    Question(
+        "capacity.replica_capacity",
+        "Llama-3.1-70B on 4 H100-SXM5-80GB (TP 4), fp8 weights and KV cache (fp8 math), every request "
+        "{prompt_len} prompt and {output_len} output tokens, prefill and decode on the same GPUs (prefill first). "
+        "Targets: P99 TTFT {ttft_slo:g} s and TPOT {tpot_slo:g} s; MFU {mfu:g}, MBU {mbu:g}; no batch cap. "
+        "What request rate does one replica serve within the targets, in the chapter's closed-form model? (req/s)",
+        answer=lambda p: _replica_capacity(p)["rate"],
+        params=_CAPACITY,
+        unit="req/s",
+        difficulty="medium",
+        mistakes=[
+            Mistake("That is the rate at the memory wall, as if there were no latency targets: the TPOT target "
+                    "binds first.", lambda p: _replica_capacity(p, ttft_slo=1e6, tpot_slo=1e6)["rate"]),
+            Mistake("You sized the decode alone. Every request's prefill holds the GPUs too (here most of their "
+                    "time), and it pauses the decode: rate = B / ((L_o - 1) T(B) + B t_p), TPOT = T / (1 - rho).",
+                    _decode_only_rate),
+            Mistake("That is output tokens per second; the question asks for requests per second.",
+                    lambda p: _replica_capacity(p)["rate"] * p["output_len"]),
+        ],
+    ),
+    Question(
+        "capacity.cheapest_accelerator",
+        "Llama-3.1-70B must serve {rate:g} req/s of 1024-token prompts with 256-token answers at P99 TTFT "
+        "{ttft_slo:g} s and TPOT {tpot_slo:g} s, with MFU {mfu:g} and MBU {mbu:g}. A GPU-hour costs $1.30 on an "
+        "A100-SXM4-80GB and $3.00 on an H100-SXM5-80GB. Trying TP 1, 2, 4, 8, bf16 or fp8 weights and KV cache, "
+        "and a batch cap of 256 at a utilisation target of 0.8, which accelerator gives the lower cost per "
+        "million output tokens? ('A100-SXM4-80GB' or 'H100-SXM5-80GB')",
+        answer=_cheapest,
+        kind="choice",
+        choices=("A100-SXM4-80GB", "H100-SXM5-80GB"),
+        params={"model": "Llama-3.1-70B", "rate": 40.0, "prompt_len": 1024, "output_len": 256, "ttft_slo": 0.45,
+                "tpot_slo": 0.040, "mfu": 0.6, "mbu": 0.6,
+                "prices": {"A100-SXM4-80GB": 1.3, "H100-SXM5-80GB": 3.0}},
+        difficulty="medium",
+        mistakes=[
+            Mistake("The cheapest GPU-hour is not the cheapest token. At a 40 ms TPOT a 70B model needs fast "
+                    "memory: the A100 serves so few requests per GPU that it pays for several times more "
+                    "GPU-hours per token.", lambda p: "A100-SXM4-80GB"),
+        ],
+    ),
+    Question(
+        "capacity.cost_formula",
+        "A fleet of R replicas of N GPUs each, at p dollars per GPU-hour, serves lambda requests per second "
+        "with L_o output tokens each on average. Write its cost in dollars per million output tokens. "
+        "(sympy expression in R, N, p, lam, L_o)",
+        answer=lambda p: 10**6 * _R * _N * _p / (3600 * _lam * _L_o),
+        kind="symbolic",
+        symbols=_COST_SYMBOLS,
+        mistakes=[
+            Mistake("A replica of N GPUs costs N x p per hour: multiply by N.",
+                    lambda p: 10**6 * _R * _p / (3600 * _lam * _L_o)),
+            Mistake("The fleet has R replicas: multiply by R.", lambda p: 10**6 * _N * _p / (3600 * _lam * _L_o)),
+            Mistake("That is per thousand tokens: scale by 10**6, not 10**3.",
+                    lambda p: 10**3 * _R * _N * _p / (3600 * _lam * _L_o)),
+            Mistake("The price is per hour and the rate per second: divide by the 3600 seconds of an hour.",
+                    lambda p: 10**6 * _R * _N * _p / (_lam * _L_o)),
+            Mistake("Tokens per hour are 3600 x lambda x L_o: divide by 3600, do not multiply.",
+                    lambda p: 3600 * 10**6 * _R * _N * _p / (_lam * _L_o)),
+        ],
+    ),
+]
