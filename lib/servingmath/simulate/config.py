@@ -301,7 +301,12 @@ class Speculative:
 
     @property
     def expected_tokens_per_step(self) -> float:
-        return expected_tokens_per_step(self.acceptance_rate, self.num_draft_tokens)
+        # computed (and validated) once: the engine reads it for every request
+        cached = self.__dict__.get("_expected_tokens")
+        if cached is None:
+            cached = expected_tokens_per_step(self.acceptance_rate, self.num_draft_tokens)
+            object.__setattr__(self, "_expected_tokens", cached)
+        return cached
 
 
 POLICIES = (ContinuousBatching, ChunkedPrefill, StaticBatching, Disaggregated)
