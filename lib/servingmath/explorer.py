@@ -22,6 +22,8 @@ Examples
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 
 from ._validation import check_choice, check_integer
@@ -148,7 +150,8 @@ def plot_frontier(ax, data, tpot_slo=None):
     """
     space, front, sel = data["space"], data["front"], data["selected"]
     x, y = space["tpot"] * 1e3, space["throughput_per_gpu"]
-    ax.scatter(x[~front], y[~front], s=6, color="0.75", alpha=0.5, label="dominated", zorder=1)
+    ax.scatter(x[~front], y[~front], s=6, color="0.75", alpha=0.5, label="dominated", zorder=1,
+               rasterized=True)
     order = np.argsort(x[front])
     ax.step(x[front][order], y[front][order], where="post", color="#e15759", lw=1.2, zorder=2)
     ax.scatter(x[front], y[front], s=14, color="#e15759", label="Pareto front", zorder=3)
@@ -167,6 +170,25 @@ def plot_frontier(ax, data, tpot_slo=None):
     return ax
 
 
+#: at most this many dominated points in the explorer's cloud (a thinned, evenly spaced subset)
+CLOUD_POINTS = 400
+_NICE = np.array([m * 10.0**e for e in range(-4, 8) for m in (1, 2, 5)])
+_NICE_LINEAR = np.array([m * 10.0**e for e in range(0, 8) for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)])
+
+
+def _nice_limits(lo, hi, grid=_NICE):
+    """The grid values just outside ``[lo, hi]``: limits that change only when the data cross a step."""
+    below, above = grid[grid <= lo], grid[grid >= hi]
+    return (below[-1] if below.size else lo), (above[0] if above.size else hi)
+
+
+def _thin(index, n_max=CLOUD_POINTS):
+    """At most ``n_max`` evenly spaced entries of ``index``."""
+    if index.size <= n_max:
+        return index
+    return index[np.linspace(0, index.size - 1, n_max).round().astype(np.int64)]
+
+
 class FrontierExplorer:
     """Dropdowns for model, GPU, data types and TP, a context slider, and the front they redraw.
 
@@ -179,8 +201,8 @@ class FrontierExplorer:
     tpot_slo : float
         The TPOT target marked on the figure and used in the summary, seconds.
     draw : bool
-        Draw the figure into the output widget on every update (False: only
-        compute; what the tests use).
+        Render the figure into the image widget on every update (False: only
+        compute; what most tests use).
 
     Attributes
     ----------
@@ -190,6 +212,18 @@ class FrontierExplorer:
         The latest :func:`summary`.
     updates : int
         How many times the data have been recomputed.
+    image : ipywidgets.Image
+        The figure, as PNG bytes (what :meth:`render` returns).
+
+    Notes
+    -----
+    A redraw is what a reader waits for, so it is kept cheap: one matplotlib
+    figure (Agg, outside pyplot) is built once and its artists are updated in
+    place (``set_data``, axis limits); the dominated cloud is thinned to at
+    most :data:`CLOUD_POINTS` markers; the axis limits snap to a 1-2-5 grid, and
+    while they and the title stay the same the frame, ticks and legend are not
+    redrawn: a saved background is restored and only the data are drawn on it
+    (blitting). Changing data type or TP only moves the blue line.
 
     Examples
     --------
@@ -213,6 +247,10 @@ class FrontierExplorer:
         self.tpot_slo = tpot_slo
         self.draw = draw
         self.updates = 0
+        self.renders = 0
+        self.full_draws = 0
+        self._figure = None
+        self._range_cache = {}
         self.model = widgets.Dropdown(options=models, value=get_model(model).name, description="model")
         self.accelerator = widgets.Dropdown(options=accelerators, value=get_accelerator(accelerator).name,
                                             description="GPU")
@@ -224,7 +262,7 @@ class FrontierExplorer:
         self.context_len = widgets.SelectionSlider(options=list(CONTEXT_LENS), value=context_len,
                                                    description="context")
         self.message = widgets.HTML()
-        self.output = widgets.Output()
+        self.image = widgets.Image(format="png")
         self.controls = [self.model, self.accelerator, self.weight_dtype, self.kv_dtype,
                          self.tensor_parallel, self.context_len]
         for control in self.controls:
@@ -250,21 +288,106 @@ class FrontierExplorer:
         self.updates += 1
         self.message.value = "<br>".join(self.text.splitlines())
         if self.draw:
-            self._redraw()
+            self.image.value = self.render()
 
-    def _redraw(self):
-        import matplotlib.pyplot as plt
+    def _build_figure(self):
+        """The figure and its artists, built once (Agg canvas, not registered with pyplot)."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
-        with self.output:
-            self.output.clear_output(wait=True)
-            if self.data is not None:
-                fig, ax = plt.subplots(figsize=(7, 4.2))
-                plot_frontier(ax, self.data, self.tpot_slo)
-                plt.show()
+        fig = Figure(figsize=(7, 4.2), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_axes((0.1, 0.12, 0.64, 0.8))
+        # markers as Line2D (set_data, one draw_markers call each): cheaper to redraw than scatter
+        (self._cloud,) = ax.plot([], [], "o", ms=2.4, mew=0, color="0.75", alpha=0.5,
+                                 label="dominated", zorder=1, rasterized=True)
+        (self._step,) = ax.step([], [], where="post", color="#e15759", lw=1.2, zorder=2)
+        (self._front,) = ax.plot([], [], "o", ms=3.7, mew=0, color="#e15759", label="Pareto front", zorder=3)
+        (self._line,) = ax.plot([], [], color="#4e79a7", lw=2, zorder=4, label="selected configuration")
+        if self.tpot_slo is not None:
+            ax.axvline(self.tpot_slo * 1e3, color="k", ls="--", lw=1,
+                       label=f"TPOT SLO {self.tpot_slo * 1e3:.0f} ms")
+        ax.set_autoscale_on(False)
+        plain_log_axis(ax)
+        ax.set_xlabel("TPOT (ms, log scale)")
+        ax.set_ylabel("output tokens/s per GPU")
+        # the legend sits outside the axes, so the data drawn over the saved background never cover it
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+        self._dynamic = [self._cloud, self._step, self._front, self._line]
+        for artist in self._dynamic:
+            artist.set_animated(True)     # left out of the full draw, drawn on the background
+        self._figure, self._ax = fig, ax
+        self._background, self._background_key = None, None
+
+    def _set_artists(self):
+        ax, data = self._ax, self.data
+        if data is None:
+            for artist in self._dynamic:
+                artist.set_data([], [])
+            ax.set_title(self.text, fontsize=10)
+            return
+        space, front, sel = data["space"], data["front"], data["selected"]
+        x, y = space["tpot"] * 1e3, space["throughput_per_gpu"]
+        cloud = _thin(np.flatnonzero(~front))
+        self._cloud.set_data(x[cloud], y[cloud])
+        order = np.argsort(x[front])
+        fx, fy = x[front][order], y[front][order]
+        self._step.set_data(fx, fy)
+        self._front.set_data(fx, fy)
+        o = np.argsort(space["batch_size"][sel])
+        self._line.set_data(x[sel][o], y[sel][o])
+        x_lo, x_hi, y_hi = self._ranges(data["model"], data["accelerator"])
+        x_lo, x_hi, y_hi = min(x_lo, x.min()), max(x_hi, x.max()), max(y_hi, y.max())
+        if self.tpot_slo is not None:
+            x_lo, x_hi = min(x_lo, self.tpot_slo * 1e3), max(x_hi, self.tpot_slo * 1e3)
+        ax.set_xlim(*_nice_limits(x_lo / 1.1, x_hi * 1.1))
+        ax.set_ylim(0, _nice_limits(y_hi * 1.05, y_hi * 1.05, _NICE_LINEAR)[1])
+        ax.set_title(f"{data['model']} on {data['accelerator']}", fontsize=10)
+
+    def _ranges(self, model, accelerator):
+        """TPOT (ms) low and high and the highest throughput per GPU of a model on a GPU over the
+        shortest and the longest context: the axes then stay put while the context slider moves
+        (the front's changes are seen against fixed axes, and the frame need not be redrawn)."""
+        key = (model, accelerator)
+        if key not in self._range_cache:
+            x_lo, x_hi, y_hi = np.inf, 0.0, 0.0
+            for s in (CONTEXT_LENS[0], CONTEXT_LENS[-1]):
+                space = frontier_data(model, accelerator, context_len=s, **self.kwargs)["space"]
+                if space["tpot"].size:
+                    x_lo = min(x_lo, space["tpot"].min() * 1e3)
+                    x_hi = max(x_hi, space["tpot"].max() * 1e3)
+                    y_hi = max(y_hi, space["throughput_per_gpu"].max())
+            self._range_cache[key] = (x_lo, x_hi, y_hi)
+        return self._range_cache[key]
+
+    def render(self) -> bytes:
+        """Update the figure in place and return it as PNG bytes (what :attr:`image` shows)."""
+        from PIL import Image
+
+        if self._figure is None:
+            self._build_figure()
+        self._set_artists()
+        fig, ax = self._figure, self._ax
+        canvas = fig.canvas
+        key = (ax.get_xlim(), ax.get_ylim(), ax.get_title())
+        if key != self._background_key:         # limits or title moved: draw the frame once more
+            canvas.draw()
+            self._background, self._background_key = canvas.copy_from_bbox(fig.bbox), key
+            self.full_draws += 1
+        else:
+            canvas.restore_region(self._background)
+        for artist in self._dynamic:
+            ax.draw_artist(artist)
+        width, height = canvas.get_width_height()
+        buffer = io.BytesIO()
+        Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1
+                         ).convert("RGB").save(buffer, format="png", compress_level=1)
+        self.renders += 1
+        return buffer.getvalue()
 
     def widget(self):
         """The controls, the summary and the figure in one box, ready to display."""
         import ipywidgets as widgets
 
         return widgets.VBox([widgets.HBox(self.controls[:3]), widgets.HBox(self.controls[3:]),
-                             self.message, self.output])
+                             self.message, self.image])

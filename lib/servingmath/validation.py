@@ -550,6 +550,8 @@ class Efficiency:
         check_nonnegative("step_overhead", self.step_overhead)
 
 
+_PHYSICAL = Efficiency()   # the physical bound: every efficiency 1.0, no latency
+
 #: The parameters :func:`calibrate` can fit, and their starting values.
 PARAMETERS = {"mbu": 0.7, "mfu": 0.5, "comm_per_layer": 10e-6, "step_overhead": 1e-3}
 
@@ -603,7 +605,7 @@ def predict(measurement: Measurement, efficiency: Efficiency | None = None, basi
         raise ValueError(f"measurement must be a Measurement from load_published_measurements, "
                          f"got {type(measurement).__name__}")
     _check_basis(basis)
-    e = Efficiency() if efficiency is None else efficiency
+    e = _PHYSICAL if efficiency is None else efficiency
     total = float(np.sum(_step_times(measurement.steps, e.mbu, e.mfu, e.comm_per_layer, e.step_overhead)))
     return float(_to_metric(measurement, total, basis))
 
@@ -744,15 +746,14 @@ def _nelder_mead(f, x0, scale=0.5, iterations=300, tolerance=1e-7):
     """Minimise f over R^k from x0: a small deterministic Nelder-Mead (no SciPy needed)."""
     x0 = np.asarray(x0, dtype=float)
     steps = np.maximum(scale, 0.2 * np.abs(x0))          # a relative step for the latencies' large values
-    simplex = [x0] + [x0 + steps[i] * np.eye(len(x0))[i] for i in range(len(x0))]
-    values = [f(x) for x in simplex]
+    simplex = np.array([x0] + [x0 + steps[i] * np.eye(len(x0))[i] for i in range(len(x0))])
+    values = np.array([f(x) for x in simplex])
     for _ in range(iterations):
         order = np.argsort(values)
-        simplex = [simplex[i] for i in order]
-        values = [values[i] for i in order]
+        simplex, values = simplex[order], values[order]
         if values[-1] - values[0] < tolerance:
             break
-        centroid = np.mean(simplex[:-1], axis=0)
+        centroid = simplex[:-1].mean(axis=0)
         reflected = centroid + (centroid - simplex[-1])
         fr = f(reflected)
         if fr < values[0]:
@@ -767,10 +768,10 @@ def _nelder_mead(f, x0, scale=0.5, iterations=300, tolerance=1e-7):
             if fc < values[-1]:
                 simplex[-1], values[-1] = contracted, fc
             else:
-                simplex = [simplex[0] + 0.5 * (x - simplex[0]) for x in simplex]
-                values = [f(x) for x in simplex]
+                simplex = simplex[0] + 0.5 * (simplex - simplex[0])
+                values = np.array([f(x) for x in simplex])
     best = int(np.argmin(values))
-    return simplex[best], values[best]
+    return simplex[best].copy(), float(values[best])
 
 
 # free variables: efficiencies through a logistic (kept in (0, 1)), latencies as squares (kept >= 0)
@@ -784,6 +785,32 @@ def _from_free(name, x):
     if name in ("mbu", "mfu"):
         return 1 / (1 + math.exp(-x))
     return x * x * 1e-6
+
+
+def _loss_function(names, stacked, index, work, is_time, log_measured, n):
+    """The calibration loss, mean |ln(predicted / measured)|, as a function of the free variables.
+
+    The same arithmetic as :func:`_predict_many` with the fitted values, with the terms of the
+    latencies that are not fitted (exactly 0) left out, which leaves every sum unchanged."""
+    weight, linear, kv, attention = stacked.weight, stacked.linear, stacked.kv, stacked.attention
+    communication, layers, count = stacked.communication, stacked.layers_with_allreduce, stacked.count
+    fit_comm, fit_overhead = "comm_per_layer" in names, "step_overhead" in names
+    names = tuple(names)
+
+    def loss(x):
+        values = dict(zip(names, (_from_free(k, v) for k, v in zip(names, x))))
+        mbu, mfu = values.get("mbu", 1.0), values.get("mfu", 1.0)
+        seconds = (np.maximum(weight / mbu, linear / mfu) + np.maximum(kv / mbu, attention / mfu)
+                   + communication)
+        if fit_comm:
+            seconds = seconds + values["comm_per_layer"] * layers
+        if fit_overhead:
+            seconds = seconds + values["step_overhead"] * count
+        seconds = np.bincount(index, weights=seconds, minlength=n)
+        predicted = np.where(is_time, seconds, work / seconds)
+        return float(np.abs(np.log(predicted) - log_measured).sum()) / n
+
+    return loss
 
 
 def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_layer")):
@@ -841,12 +868,7 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
                  if p != "comm_per_layer" or any(m.tensor_parallel > 1 for m in rows)]
         stacked, index, work, is_time, measured = _stack(rows, basis)
 
-        def loss(x, names=names, stacked=stacked, index=index, work=work, is_time=is_time,
-                 log_measured=np.log(measured), n=len(rows)):
-            values = {k: _from_free(k, v) for k, v in zip(names, x)}
-            predicted = _predict_many(stacked, index, work, is_time, n, values)
-            return float(np.abs(np.log(predicted) - log_measured).sum()) / n
-
+        loss = _loss_function(names, stacked, index, work, is_time, np.log(measured), len(rows))
         x = [_to_free(k, PARAMETERS[k]) for k in names]
         for _ in range(2):   # restart from the best point: Nelder-Mead can stall on a flat face
             x, _ = _nelder_mead(loss, x)
