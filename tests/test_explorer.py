@@ -5,7 +5,6 @@ ipywidgets 8 widgets work without a kernel: setting ``.value`` runs the observer
 
 from __future__ import annotations
 
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -63,15 +62,15 @@ def test_an_impossible_degree_is_reported_not_raised():
     assert ex.data is not None and ex.data["model"] == "Qwen2.5-7B"
 
 
-def test_update_is_fast():
-    # target < 50 ms per update; the test allows twice that for a loaded machine
+def test_each_context_change_recomputes_the_frontier():
+    # speed (target < 50 ms per redraw) is measured by `make bench`, never asserted in a test
     ex = explorer.FrontierExplorer(model="Llama-3.1-70B", tensor_parallel=4, draw=False)
-    best = np.inf
+    before = ex.updates
+    summaries = set()
     for value in [1024, 4096, 2048, 8192, 512]:
-        start = time.perf_counter()
         ex.context_len.value = value
-        best = min(best, time.perf_counter() - start)
-    assert best < 0.1, f"fastest update took {best * 1e3:.0f} ms"
+        summaries.add(ex.text)
+    assert ex.updates == before + 5 and len(summaries) == 5
 
 
 def test_drawing_without_a_kernel_does_not_fail():
