@@ -105,3 +105,27 @@ def test_every_question_is_asked_in_a_solutions_notebook_and_every_check_is_regi
     assert set(calls) - set(QUESTIONS) == set(), "check() calls with unregistered ids"
     assert set(QUESTIONS) - set(calls) == set(), "registered questions that no notebook asks"
     assert all(len(v) == 1 for v in calls.values()), {k: v for k, v in calls.items() if len(v) > 1}
+
+
+VARIANT_IDS = [i for i in IDS if QUESTIONS[i].variants]
+
+
+@pytest.mark.parametrize("qid", VARIANT_IDS)
+def test_every_variant_accepts_its_answer_and_rejects_its_mistakes(qid):
+    # per-student variants (servingmath.assignments) must stay checkable: for many seeds the
+    # recomputed answer is accepted, and no known mistake collapses onto the right answer
+    q = QUESTIONS[qid]
+    seen = set()
+    for seed in range(12):
+        params = q.draw(seed)
+        seen.add(repr(sorted(params.items())))
+        expected = q.expected(params)
+        shown = expected / UNIT_SCALES[q.unit][0] if q.kind == "numeric" and q.unit else expected
+        assert evaluate(q, shown, seed=seed).correct, (seed, params)
+        assert "{" not in q.render(params), q.render(params)
+        for mistake in q.mistakes:
+            wrong = mistake.answer(params)
+            if q.kind == "numeric" and q.unit:
+                wrong = wrong / UNIT_SCALES[q.unit][0]
+            assert not evaluate(q, wrong, seed=seed).correct, (seed, params, mistake.hint)
+    assert len(seen) > 1, "the variants never change the parameters"
