@@ -247,19 +247,15 @@ class Disaggregated:
 def expected_tokens_per_step(acceptance_rate, num_draft_tokens):
     """Expected tokens one speculative step yields: (1 - alpha^(gamma+1)) / (1 - alpha).
 
-    Each of the gamma draft tokens is accepted with probability alpha
-    (independently) until the first rejection; the verification step adds one
-    token of its own. alpha = 1 gives gamma + 1. (Leviathan et al., "Fast
-    Inference from Transformers via Speculative Decoding", ICML 2023, eq. 1.)
+    The simulator's scalar entry to :func:`servingmath.speculative.expected_tokens_per_step`
+    (one formula, one place; Leviathan et al., ICML 2023, eq. 1).
 
     >>> round(expected_tokens_per_step(0.8, 4), 4)
     3.3616
     """
-    a = float(check_nonnegative("acceptance_rate", acceptance_rate))
-    if a > 1:
-        raise ValueError(f"acceptance_rate must be in [0, 1], got {a:g}")
-    g = _int("num_draft_tokens", num_draft_tokens, 1)
-    return float(g + 1) if a == 1 else (1 - a ** (g + 1)) / (1 - a)
+    from ..speculative import expected_tokens_per_step as formula
+
+    return float(formula(acceptance_rate, num_draft_tokens))
 
 
 @dataclass(frozen=True)
