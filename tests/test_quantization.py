@@ -312,3 +312,15 @@ def test_bad_numbers_are_refused_with_their_name():
 def test_accelerator_objects_work_like_names():
     acc = get_accelerator("H100")
     assert q.tpot_floor("Llama-3.1-8B", acc, 1024, "W4A16") == q.tpot_floor("Llama-3.1-8B", "H100", 1024, "W4A16")
+
+
+def test_bisection_above_the_tabulation_limit_agrees_with_the_table():
+    """Walls above 65,536 batches are bisected, smaller ones tabulated: both give the same B."""
+    tau = np.array([0.006, 0.01, 0.02, 0.05, 0.2])
+    args = ("Llama-3.1-8B", "H100", 512)
+    tabulated = q.max_batch_at_tpot_slo(tau, *args, max_batch=q._TABULATE_UP_TO)
+    bisected = q.max_batch_at_tpot_slo(tau, *args, max_batch=q._TABULATE_UP_TO + 1)
+    assert np.all(tabulated < q._TABULATE_UP_TO)      # the SLO binds, not the cap
+    np.testing.assert_array_equal(tabulated, bisected)
+    for t, b in zip(tau, bisected):
+        assert q.scheme_step_time(*args[:2], b, 512) <= t < q.scheme_step_time(*args[:2], b + 1, 512)

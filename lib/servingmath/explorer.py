@@ -32,9 +32,10 @@ from .hardware import get_accelerator
 from .memory import valid_tensor_parallel_degrees
 from .models import get_model
 from .pareto import decode_design_space, pareto_mask
+from .plotting import log_axis
 
 __all__ = ["DEFAULT_BATCH_SIZES", "WEIGHT_DTYPES", "KV_DTYPES", "TENSOR_PARALLEL", "CONTEXT_LENS",
-           "frontier_data", "summary", "plain_log_axis", "plot_frontier", "FrontierExplorer"]
+           "frontier_data", "summary", "plot_frontier", "FrontierExplorer"]
 
 #: batch sizes of the explorer: 1 to 1024, about 8 per doubling
 DEFAULT_BATCH_SIZES = np.unique(np.round(np.geomspace(1, 1024, 81)).astype(np.int64))
@@ -130,19 +131,6 @@ def summary(data, tpot_slo=0.05) -> str:
     return "\n".join(lines)
 
 
-def plain_log_axis(ax, axis="x"):
-    """Log scale with plain tick labels (1, 2, 5, 10, 20, 50, ...) instead of powers of ten."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-
-    getattr(ax, f"set_{axis}scale")("log")
-    target = getattr(ax, f"{axis}axis")
-    ticks = [m * 10.0**e for e in range(-3, 6) for m in (1, 2, 5)]
-    target.set_major_locator(FixedLocator(ticks))
-    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    target.set_minor_formatter(NullFormatter())
-    return ax
-
-
 def plot_frontier(ax, data, tpot_slo=None):
     """Draw the design space faded, its front highlighted and the selected configuration as a line.
 
@@ -162,7 +150,7 @@ def plot_frontier(ax, data, tpot_slo=None):
                 label=f"selected: {c['weight_dtype']}/{c['kv_dtype']} KV, TP {c['tensor_parallel']}")
     if tpot_slo is not None:
         ax.axvline(tpot_slo * 1e3, color="k", ls="--", lw=1, label=f"TPOT SLO {tpot_slo * 1e3:.0f} ms")
-    plain_log_axis(ax)
+    log_axis(ax, "x")
     ax.set_xlabel("TPOT (ms, log scale)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_title(f"{data['model']} on {data['accelerator']}, S = {data['context_len']}", fontsize=10)
@@ -297,7 +285,7 @@ class FrontierExplorer:
 
         fig = Figure(figsize=(7, 4.2), dpi=100)
         FigureCanvasAgg(fig)
-        ax = fig.add_axes((0.1, 0.12, 0.64, 0.8))
+        ax = fig.add_axes((0.125, 0.12, 0.615, 0.8))   # room on the left for "60000" and the y label
         # markers as Line2D (set_data, one draw_markers call each): cheaper to redraw than scatter
         (self._cloud,) = ax.plot([], [], "o", ms=2.4, mew=0, color="0.75", alpha=0.5,
                                  label="dominated", zorder=1, rasterized=True)
@@ -308,7 +296,7 @@ class FrontierExplorer:
             ax.axvline(self.tpot_slo * 1e3, color="k", ls="--", lw=1,
                        label=f"TPOT SLO {self.tpot_slo * 1e3:.0f} ms")
         ax.set_autoscale_on(False)
-        plain_log_axis(ax)
+        log_axis(ax, "x")
         ax.set_xlabel("TPOT (ms, log scale)")
         ax.set_ylabel("output tokens/s per GPU")
         # the legend sits outside the axes, so the data drawn over the saved background never cover it

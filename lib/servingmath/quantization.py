@@ -119,6 +119,10 @@ class Scheme:
         return bytes_per_element(self.kv_dtype)
 
 
+# max_batch_at_tpot_slo tabulates T(B) for every B up to this memory wall (one vectorised call,
+# a few hundred KiB) and bisects above it
+_TABULATE_UP_TO = 1 << 16
+
 _BASE = {  # name -> (weight_dtype, compute_dtype)
     "W16A16": ("bf16", "bf16"),
     "W8A16": ("int8", "bf16"),     # weight-only 8-bit (int8 or fp8 weights: the same bytes)
@@ -351,9 +355,10 @@ def max_batch_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme="W16
 
     Notes
     -----
-    Found by bisection on whole batches (T is non-decreasing in B), so it covers
-    tensor parallelism with bf16 all-reduces too and costs about log2(cap)
-    evaluations of T. For one GPU it equals
+    T is non-decreasing in B, so B_SLO is the number of batches 1..cap whose T
+    meets tau: one vectorised evaluation of T(1..cap), or bisection on whole
+    batches when the wall is above 65,536. Either way it covers tensor
+    parallelism with bf16 all-reduces too. For one GPU it equals
     :func:`servingmath.slo.max_batch_for_tpot` with ``max_batch`` = the wall
     (the test suite checks it).
 
@@ -373,15 +378,24 @@ def max_batch_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme="W16
                                 memory_bytes=memory_bytes))
     else:
         cap = int(check_integer("max_batch", max_batch, minimum=0))
-    # bisection on whole batches, one per target: T(lo) <= tau < T(hi), with lo = 0 and hi = cap + 1
-    # as sentinels that are never evaluated (T is non-decreasing in B)
+    step = dict(mfu=mfu, mbu=mbu, overlap=overlap, allreduce_latency=allreduce_latency,
+                allreduce_dtype=allreduce_dtype)
+    if cap <= _TABULATE_UP_TO:
+        # T(1..cap) in one vectorised call; T is non-decreasing in B, so the number of batches
+        # meeting tau is where tau would be inserted on the right
+        times = np.asarray(scheme_step_time(model, accelerator, np.arange(1, cap + 1), context_len, scheme,
+                                            tensor_parallel, **step), dtype=float).reshape(-1)
+        lo = np.searchsorted(times, np.asarray(tau, dtype=float), side="right").astype(np.int64)
+        return int(lo) if np.ndim(tpot_slo) == 0 else lo
+    # a huge memory wall: bisection on whole batches, one per target: T(lo) <= tau < T(hi), with
+    # lo = 0 and hi = cap + 1 as sentinels that are never evaluated
     lo = np.zeros(np.shape(tau), dtype=np.int64)
     hi = np.full(np.shape(tau), cap + 1, dtype=np.int64)
     while np.any(hi - lo > 1):
         active = hi - lo > 1
         mid = (lo + hi) // 2
         t = scheme_step_time(model, accelerator, np.maximum(mid, 1), context_len, scheme, tensor_parallel,
-                             mfu, mbu, overlap, allreduce_latency, allreduce_dtype)
+                             **step)
         meets = np.asarray(t) <= tau
         lo = np.where(active & meets, mid, lo)
         hi = np.where(active & ~meets, mid, hi)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_integer, check_nonnegative, check_positive
-from .plotting import RequestTrace
+from .plotting import RequestTrace, log_axis
 from .simulate import SimulationConfig, simulate
 from .simulate.results import weighted_percentile
 from .workloads import Poisson, Timestamps, Workload, chat_workload
@@ -60,7 +60,6 @@ __all__ = [
     "request_traces",
     "plot_percentiles",
     "plot_cdf",
-    "plain_log_axis",
 ]
 
 _METRICS = ("ttft", "tpot", "itl")
@@ -339,20 +338,6 @@ def request_traces(result, ids, names=None) -> list:
                          result.token_times(int(i)).tolist()) for name, i in zip(names, idx)]
 
 
-def plain_log_axis(axis):
-    """Label a logarithmic axis with plain numbers (1, 2, 5, 10, 20, 50, ...) instead of powers of ten.
-
-    Major ticks at 1, 2 and 5 times each power of ten; no minor ticks (they would
-    add nothing between those, and each tick costs drawing time).
-    """
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
-
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_locator(NullLocator())
-    return axis
-
-
 def plot_percentiles(ax, sweeps: dict, metric: str = "ttft", colors: dict | None = None,
                      percentiles=(50, 99), time_unit: float = 1e-3, unit_label: str = "ms", log: bool = True):
     """Percentile-versus-rate curves: one colour per sweep, P50 dashed, P99 solid.
@@ -376,8 +361,7 @@ def plot_percentiles(ax, sweeps: dict, metric: str = "ttft", colors: dict | None
             ax.plot(sweep.rates, sweep.percentile(metric, q) / time_unit, marker="o", ms=3,
                     color=color, label=f"{name} P{q}", **styles[q])
     if log:
-        ax.set_yscale("log")
-        plain_log_axis(ax.yaxis)
+        log_axis(ax, "y")
     ax.set_xlabel("offered load per GPU (requests/s)")
     ax.set_ylabel(f"{metric.upper()} ({unit_label})")
     return ax

@@ -57,7 +57,6 @@ Examples
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -347,11 +346,7 @@ def _load_model(name: str, root: Path) -> tuple[ModelConfig, str]:
     if not target.endswith(".json"):
         return get_model(target), note
     path = root / target
-    model = load_model_config(path)
-    meta = json.loads(path.read_text(encoding="utf-8")).get("servingmath", {})
-    if "ffn_gated" in meta:
-        model = replace(model, ffn_gated=bool(meta["ffn_gated"]))
-    return model, f"{note}: {target}"
+    return load_model_config(path), f"{note}: {target}"  # load_model_config reads servingmath.ffn_gated
 
 
 def _integer(text: str):
