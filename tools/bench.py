@@ -126,6 +126,15 @@ def time_notebook(path: Path) -> dict:
             "kernel_cpu_seconds": cpu, "cells": n_cells, "error": error}
 
 
+def python_speed() -> float:
+    """CPU seconds for 10 million Python additions: a yardstick of this machine's speed right now."""
+    start = time.process_time()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return round(time.process_time() - start, 3)
+
+
 def bench_notebooks(only=None, repeat=3, log=print) -> list[dict]:
     """Time each notebook ``repeat`` times in turn and keep its fastest run.
 
@@ -491,7 +500,7 @@ def main(argv=None) -> int:
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(),
                     "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-                    "load_average_at_start": _load()},
+                    "load_average_at_start": _load(), "python_speed_at_start": python_speed()},
         "targets": TARGETS,
     }
     start = time.perf_counter()
@@ -510,6 +519,7 @@ def main(argv=None) -> int:
         print("[bench] the whole test command:")
         results["tests"] = bench_tests()
     results["machine"]["load_average_at_end"] = _load()
+    results["machine"]["python_speed_at_end"] = python_speed()
     rows = targets_table(results)
     results["table"] = rows
     results["bench_seconds"] = round(time.perf_counter() - start, 1)
@@ -521,6 +531,9 @@ def main(argv=None) -> int:
         print(f"[bench] load average {load[0]:.1f} at start, {load[1]:.1f} at end on "
               f"{results['machine']['cpus_usable'] or results['machine']['cpus']} CPUs: wall-clock times "
               "above about 1 per CPU include waiting for other processes")
+    speed = (results["machine"]["python_speed_at_start"], results["machine"]["python_speed_at_end"])
+    print(f"[bench] this machine's speed: 1e7 Python additions took {speed[0]:.2f} s of CPU at the start and "
+          f"{speed[1]:.2f} s at the end (a shared VM's CPU speed drifts; compare runs only at similar values)")
     print(f"[bench] wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out} "
           f"in {results['bench_seconds']:.0f} s")
     return 0
