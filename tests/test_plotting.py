@@ -59,7 +59,7 @@ def test_log_axis_rejects_unknown_axis(ax, bad):
 
 
 def test_plain_log_locator_switches_at_the_threshold():
-    locator = plotting.plain_log_locator(max_decades_for_125=2.0)
+    locator = plotting.PlainLogLocator(max_decades_for_125=2.0)
     short = locator.tick_values(1.0, 99.0)
     assert np.isclose(short, 2.0).any() and np.isclose(short, 50.0).any()
     long = locator.tick_values(1.0, 1e3)

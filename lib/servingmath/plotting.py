@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-__all__ = ["RequestTrace", "request_timeline", "COLORS", "log_axis", "plain_log_locator"]
+__all__ = ["RequestTrace", "request_timeline", "COLORS", "log_axis", "PlainLogLocator"]
 
 COLORS = {"queue": "#d9d9d9", "prefill": "#f28e2b", "decode": "#4e79a7", "token": "#1f3b5a"}
 
@@ -67,21 +68,21 @@ def _plain_number(value, _position=None) -> str:
     return f"{value:g}"
 
 
-def plain_log_locator(max_decades_for_125: float = 3.0):
-    """A log-axis locator: major ticks at 1, 2 and 5 per decade over short spans, at decades over long ones.
+class PlainLogLocator(LogLocator):
+    """Major ticks of a log axis at 1, 2 and 5 per decade over short spans, at decades over long ones.
 
     ``max_decades_for_125`` is the widest span (in decades) still ticked at 1-2-5.
     """
-    from matplotlib.ticker import LogLocator
 
-    class PlainLogLocator(LogLocator):
-        def tick_values(self, vmin, vmax):
-            if vmin > 0 and vmax > 0:
-                decades = abs(np.log10(vmax) - np.log10(vmin))
-                self.set_params(subs=(1.0, 2.0, 5.0) if decades <= max_decades_for_125 else (1.0,))
-            return super().tick_values(vmin, vmax)
+    def __init__(self, max_decades_for_125: float = 3.0):
+        super().__init__(base=10.0, subs=(1.0, 2.0, 5.0))
+        self.max_decades_for_125 = max_decades_for_125
 
-    return PlainLogLocator(base=10.0, subs=(1.0, 2.0, 5.0))
+    def tick_values(self, vmin, vmax):
+        if vmin > 0 and vmax > 0:
+            decades = abs(np.log10(vmax) - np.log10(vmin))
+            self.set_params(subs=(1.0, 2.0, 5.0) if decades <= self.max_decades_for_125 else (1.0,))
+        return super().tick_values(vmin, vmax)
 
 
 def log_axis(ax, which: str = "x", max_decades_for_125: float = 3.0):
@@ -101,14 +102,12 @@ def log_axis(ax, which: str = "x", max_decades_for_125: float = 3.0):
 
     Returns ``ax``.
     """
-    from matplotlib.ticker import FuncFormatter, NullLocator
-
     if which not in ("x", "y", "both"):
         raise ValueError(f"which must be 'x', 'y' or 'both', got {which!r}")
     for name in (("x", "y") if which == "both" else (which,)):
         getattr(ax, f"set_{name}scale")("log")
         axis = getattr(ax, f"{name}axis")
-        axis.set_major_locator(plain_log_locator(max_decades_for_125))
+        axis.set_major_locator(PlainLogLocator(max_decades_for_125))
         axis.set_major_formatter(FuncFormatter(_plain_number))
         axis.set_minor_locator(NullLocator())
     return ax
