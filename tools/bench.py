@@ -46,6 +46,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_simulator import python_speed  # the same yardstick the simulator bench prints (tools/ is on sys.path)
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench-results"
 NOTEBOOK_NAME = re.compile(r"^\d\d_[A-Za-z0-9_\-]+\.ipynb$")
@@ -124,15 +126,6 @@ def time_notebook(path: Path) -> dict:
     return {"path": path.relative_to(ROOT).as_posix(), "seconds": round(executed - start, 2),
             "shutdown_seconds": round(finished - executed, 2),
             "kernel_cpu_seconds": cpu, "cells": n_cells, "error": error}
-
-
-def python_speed() -> float:
-    """CPU seconds for 10 million Python additions: a yardstick of this machine's speed right now."""
-    start = time.process_time()
-    total = 0
-    for i in range(10_000_000):
-        total += i
-    return round(time.process_time() - start, 3)
 
 
 def bench_notebooks(only=None, repeat=3, log=print) -> list[dict]:
@@ -500,7 +493,7 @@ def main(argv=None) -> int:
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(),
                     "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-                    "load_average_at_start": _load(), "python_speed_at_start": python_speed()},
+                    "load_average_at_start": _load(), "python_speed_at_start": round(python_speed(), 3)},
         "targets": TARGETS,
     }
     start = time.perf_counter()
@@ -519,7 +512,7 @@ def main(argv=None) -> int:
         print("[bench] the whole test command:")
         results["tests"] = bench_tests()
     results["machine"]["load_average_at_end"] = _load()
-    results["machine"]["python_speed_at_end"] = python_speed()
+    results["machine"]["python_speed_at_end"] = round(python_speed(), 3)
     rows = targets_table(results)
     results["table"] = rows
     results["bench_seconds"] = round(time.perf_counter() - start, 1)
