@@ -103,3 +103,51 @@ def test_frontier_data_clamps_the_context_and_validates():
         explorer.frontier_data("Llama-3.1-8B", "H100", weight_dtype="fp6")
     with pytest.raises(KeyError, match="model"):
         explorer.FrontierExplorer(model="Llama-2-7B", draw=False)   # not among the dropdown's choices
+
+
+def test_the_fixed_frame_holds_every_default_configuration():
+    # the frame is drawn once; it must hold every model, GPU and context the dropdowns offer
+    ex = explorer.FrontierExplorer(draw=False)
+    (x_lo, x_hi), (y_lo, y_hi) = explorer.FRAME_TPOT_MS, explorer.FRAME_THROUGHPUT
+    for model in ex.model.options:
+        for accelerator in ex.accelerator.options:
+            for context in explorer.CONTEXT_LENS:
+                space = explorer.frontier_data(model, accelerator, context_len=context)["space"]
+                assert space["tpot"].size > 0, (model, accelerator, context)
+                tpot_ms, rate = space["tpot"] * 1e3, space["throughput_per_gpu"]
+                assert x_lo <= tpot_ms.min() and tpot_ms.max() <= x_hi, (model, accelerator, context)
+                assert y_lo <= rate.min() and rate.max() <= y_hi, (model, accelerator, context)
+
+
+def test_moving_every_control_redraws_only_the_data():
+    ex = explorer.FrontierExplorer(draw=True)
+    assert ex.full_draws == 1 and ex.renders == 1
+    first = ex.image.value
+    changes = 0
+    for control in ex.controls:
+        start = control.value
+        for value in [v for v in control.options if v != start] + [start]:
+            control.value = value
+            changes += 1
+    assert ex.renders == 1 + changes and ex.full_draws == 1    # the frame was never redrawn
+    assert ex.image.value == first            # back at the start: the same picture, pixel for pixel
+    assert ex.message.value.startswith("Llama-3.1-8B on H100-SXM5-80GB")
+
+
+def test_data_outside_the_frame_grow_it_to_the_next_decade():
+    ex = explorer.FrontierExplorer(draw=True, mbu=0.02, mfu=0.02)   # 50x slower steps
+    tpot_ms = ex.data["space"]["tpot"] * 1e3
+    assert tpot_ms.max() > explorer.FRAME_TPOT_MS[1]
+    (x_lo, x_hi), (y_lo, y_hi) = ex._frame
+    assert (x_lo, x_hi) == (explorer.FRAME_TPOT_MS[0], 10.0 ** np.ceil(np.log10(tpot_ms.max())))
+    assert x_lo <= tpot_ms.min() and y_lo <= ex.data["space"]["throughput_per_gpu"].min()
+    assert ex._ax.get_xlim() == (x_lo, x_hi) and ex.full_draws == 1
+
+
+def test_an_impossible_degree_empties_the_figure_and_says_why():
+    ex = explorer.FrontierExplorer(draw=True, models=["Llama-3.1-8B", "Qwen2.5-7B"])
+    ex.tensor_parallel.value = 8
+    ex.model.value = "Qwen2.5-7B"
+    assert ex.message.value.startswith("TP 8 cannot split Qwen2.5-7B")
+    assert all(len(a.get_xdata()) == 0 for a in (ex._cloud, ex._front, ex._line))
+    assert ex.full_draws == 1

@@ -359,7 +359,9 @@ def bench_widget(log=print, repeat=15) -> dict:
         # The widget keeps one figure and renders it to PNG itself on every change (what the reader
         # waits for): time each control change, every option of every control in turn, as a reader
         # would move them (changes of model or GPU redraw the whole frame; the others only the data).
+        start = time.perf_counter()
         live = cls(draw=True)
+        result["first_draw_seconds"] = round(time.perf_counter() - start, 4)   # builds the figure
         full = []
         for control in getattr(live, "controls", []):
             start_value = control.value
@@ -387,7 +389,9 @@ def bench_widget(log=print, repeat=15) -> dict:
         + (f"; update + figure to PNG: median {result['redraw_seconds_median'] * 1e3:.1f} ms"
            if "redraw_seconds_median" in result else "")
         + (f" (worst {result['redraw_seconds_worst'] * 1e3:.0f} ms over {result['redraw_changes']} control changes)"
-           if "redraw_seconds_worst" in result else ""))
+           if "redraw_seconds_worst" in result else "")
+        + (f"; building the widget and its first figure: {result['first_draw_seconds'] * 1e3:.0f} ms"
+           if "first_draw_seconds" in result else ""))
     return result
 
 
@@ -444,8 +448,14 @@ def targets_table(results: dict) -> list[dict]:
         if "redraw_seconds_median" in wi:
             row("widget redraw (update + figure PNG, median)", wi["redraw_seconds_median"],
                 f"< {TARGETS['widget']:g}", "s", wi["redraw_seconds_median"] < TARGETS["widget"],
-                "what a reader waits for: matplotlib Agg render"
-                + (f"; worst {wi['redraw_seconds_worst'] * 1e3:.0f} ms" if "redraw_seconds_worst" in wi else ""))
+                "what a reader waits for: matplotlib Agg render")
+        if "redraw_seconds_worst" in wi:
+            row(f"widget redraw (worst of {wi['redraw_changes']} control changes)", wi["redraw_seconds_worst"],
+                f"< {TARGETS['widget']:g}", "s", wi["redraw_seconds_worst"] < TARGETS["widget"],
+                "every option of every control in turn")
+        if "first_draw_seconds" in wi:
+            row("widget built + first figure", wi["first_draw_seconds"], "-", "s", None,
+                "once per widget: lays out the fixed frame")
     else:
         row("widget redraw", wi.get("status", NOT_AVAILABLE), "-", "", None)
     return rows

@@ -160,14 +160,22 @@ def plot_frontier(ax, data, tpot_slo=None):
 
 #: at most this many dominated points in the explorer's cloud (a thinned, evenly spaced subset)
 CLOUD_POINTS = 400
-_NICE = np.array([m * 10.0**e for e in range(-4, 8) for m in (1, 2, 5)])
-_NICE_LINEAR = np.array([m * 10.0**e for e in range(0, 8) for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)])
+#: the explorer's fixed frame: TPOT in ms and output tokens/s per GPU, both on log scales. It holds
+#: every configuration of the default models and GPUs at every context length (a test checks), so
+#: switching model or GPU moves the data against axes that stay put; a selection that falls
+#: outside grows the frame to the next decades, and it never shrinks back.
+FRAME_TPOT_MS = (0.05, 1000.0)
+FRAME_THROUGHPUT = (1.0, 1e5)
 
 
-def _nice_limits(lo, hi, grid=_NICE):
-    """The grid values just outside ``[lo, hi]``: limits that change only when the data cross a step."""
-    below, above = grid[grid <= lo], grid[grid >= hi]
-    return (below[-1] if below.size else lo), (above[0] if above.size else hi)
+def _grow(limits, values):
+    """``limits`` (low, high), each side moved out to the next power of ten only if ``values`` cross it."""
+    lo, hi = limits
+    if values.min() < lo:
+        lo = float(10.0 ** np.floor(np.log10(values.min())))
+    if values.max() > hi:
+        hi = float(10.0 ** np.ceil(np.log10(values.max())))
+    return lo, hi
 
 
 def _thin(index, n_max=CLOUD_POINTS):
@@ -207,11 +215,16 @@ class FrontierExplorer:
     -----
     A redraw is what a reader waits for, so it is kept cheap: one matplotlib
     figure (Agg, outside pyplot) is built once and its artists are updated in
-    place (``set_data``, axis limits); the dominated cloud is thinned to at
-    most :data:`CLOUD_POINTS` markers; the axis limits snap to a 1-2-5 grid, and
-    while they and the title stay the same the frame, ticks and legend are not
-    redrawn: a saved background is restored and only the data are drawn on it
-    (blitting). Changing data type or TP only moves the blue line.
+    place (``set_data``); the dominated cloud is thinned to at most
+    :data:`CLOUD_POINTS` markers. The frame is fixed (log-log,
+    :data:`FRAME_TPOT_MS` by :data:`FRAME_THROUGHPUT`) and names no model, so
+    its ticks, labels and legend are drawn once: each redraw restores that
+    saved background and draws only the data on it (blitting); the model,
+    GPU and context are named in the summary above the figure, since text is
+    the slowest thing matplotlib draws (about 8 ms for two lines, a third of a
+    redraw). Fixed axes also let the eye compare models and GPUs. The
+    chapter's static figure (:func:`plot_frontier`) uses a linear throughput
+    axis fitted to one model and GPU instead.
 
     Examples
     --------
@@ -238,7 +251,7 @@ class FrontierExplorer:
         self.renders = 0
         self.full_draws = 0
         self._figure = None
-        self._range_cache = {}
+        self._frame = (FRAME_TPOT_MS, FRAME_THROUGHPUT)
         self.model = widgets.Dropdown(options=models, value=get_model(model).name, description="model")
         self.accelerator = widgets.Dropdown(options=accelerators, value=get_accelerator(accelerator).name,
                                             description="GPU")
@@ -285,7 +298,7 @@ class FrontierExplorer:
 
         fig = Figure(figsize=(7, 4.2), dpi=100)
         FigureCanvasAgg(fig)
-        ax = fig.add_axes((0.125, 0.12, 0.615, 0.8))   # room on the left for "60000" and the y label
+        ax = fig.add_axes((0.125, 0.12, 0.615, 0.8))   # room on the left for "100000" and the y label
         # markers as Line2D (set_data, one draw_markers call each): cheaper to redraw than scatter
         (self._cloud,) = ax.plot([], [], "o", ms=2.4, mew=0, color="0.75", alpha=0.5,
                                  label="dominated", zorder=1, rasterized=True)
@@ -296,9 +309,10 @@ class FrontierExplorer:
             ax.axvline(self.tpot_slo * 1e3, color="k", ls="--", lw=1,
                        label=f"TPOT SLO {self.tpot_slo * 1e3:.0f} ms")
         ax.set_autoscale_on(False)
-        log_axis(ax, "x")
+        log_axis(ax, "both")
         ax.set_xlabel("TPOT (ms, log scale)")
-        ax.set_ylabel("output tokens/s per GPU")
+        ax.set_ylabel("output tokens/s per GPU (log scale)")
+        ax.set_title("decode design space: data types × TP × batch 1-1024", fontsize=10)
         # the legend sits outside the axes, so the data drawn over the saved background never cover it
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
         self._dynamic = [self._cloud, self._step, self._front, self._line]
@@ -312,7 +326,7 @@ class FrontierExplorer:
         if data is None:
             for artist in self._dynamic:
                 artist.set_data([], [])
-            ax.set_title(self.text, fontsize=10)
+            self._apply_frame()
             return
         space, front, sel = data["space"], data["front"], data["selected"]
         x, y = space["tpot"] * 1e3, space["throughput_per_gpu"]
@@ -324,29 +338,13 @@ class FrontierExplorer:
         self._front.set_data(fx, fy)
         o = np.argsort(space["batch_size"][sel])
         self._line.set_data(x[sel][o], y[sel][o])
-        x_lo, x_hi, y_hi = self._ranges(data["model"], data["accelerator"])
-        x_lo, x_hi, y_hi = min(x_lo, x.min()), max(x_hi, x.max()), max(y_hi, y.max())
-        if self.tpot_slo is not None:
-            x_lo, x_hi = min(x_lo, self.tpot_slo * 1e3), max(x_hi, self.tpot_slo * 1e3)
-        ax.set_xlim(*_nice_limits(x_lo / 1.1, x_hi * 1.1))
-        ax.set_ylim(0, _nice_limits(y_hi * 1.05, y_hi * 1.05, _NICE_LINEAR)[1])
-        ax.set_title(f"{data['model']} on {data['accelerator']}", fontsize=10)
+        if x.size:
+            self._frame = (_grow(self._frame[0], x), _grow(self._frame[1], y))
+        self._apply_frame()
 
-    def _ranges(self, model, accelerator):
-        """TPOT (ms) low and high and the highest throughput per GPU of a model on a GPU over the
-        shortest and the longest context: the axes then stay put while the context slider moves
-        (the front's changes are seen against fixed axes, and the frame need not be redrawn)."""
-        key = (model, accelerator)
-        if key not in self._range_cache:
-            x_lo, x_hi, y_hi = np.inf, 0.0, 0.0
-            for s in (CONTEXT_LENS[0], CONTEXT_LENS[-1]):
-                space = frontier_data(model, accelerator, context_len=s, **self.kwargs)["space"]
-                if space["tpot"].size:
-                    x_lo = min(x_lo, space["tpot"].min() * 1e3)
-                    x_hi = max(x_hi, space["tpot"].max() * 1e3)
-                    y_hi = max(y_hi, space["throughput_per_gpu"].max())
-            self._range_cache[key] = (x_lo, x_hi, y_hi)
-        return self._range_cache[key]
+    def _apply_frame(self):
+        self._ax.set_xlim(*self._frame[0])
+        self._ax.set_ylim(*self._frame[1])
 
     def render(self) -> bytes:
         """Update the figure in place and return it as PNG bytes (what :attr:`image` shows)."""
@@ -357,10 +355,9 @@ class FrontierExplorer:
         self._set_artists()
         fig, ax = self._figure, self._ax
         canvas = fig.canvas
-        key = (ax.get_xlim(), ax.get_ylim(), ax.get_title())
-        if key != self._background_key:         # limits or title moved: draw the frame once more
+        if self._frame != self._background_key:    # the frame grew: draw it once more
             canvas.draw()
-            self._background, self._background_key = canvas.copy_from_bbox(fig.bbox), key
+            self._background, self._background_key = canvas.copy_from_bbox(fig.bbox), self._frame
             self.full_draws += 1
         else:
             canvas.restore_region(self._background)
