@@ -74,3 +74,12 @@ def test_setup_refuses_old_python(monkeypatch):
 
 def test_unknown_command_is_reported():
     assert book.main(["serve"]) == 2
+
+
+def test_bytecode_is_cached_in_the_venv_where_the_shell_turns_it_off():
+    environ = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin"}
+    book._keep_bytecode(environ)
+    assert environ == {"PATH": "/bin", "PYTHONPYCACHEPREFIX": str(book.VENV / "pycache")}
+    untouched = {"PATH": "/bin"}
+    book._keep_bytecode(untouched)                 # not set: Python's own default, nothing changes
+    assert untouched == {"PATH": "/bin"}

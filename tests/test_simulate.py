@@ -509,3 +509,23 @@ def test_bad_calls_are_refused():
         sim.simulate("fast", 0)
     with pytest.raises(ValueError, match="ttft"):
         res.slo_attainment(ttft=-1.0)
+
+
+def test_a_server_builds_its_step_times_once_and_reuse_changes_no_result():
+    import dataclasses
+
+    server = sim.Server(LLAMA, H100, mfu=0.6, mbu=0.65)
+    assert server.build_step_times() is server.build_step_times()
+    other = dataclasses.replace(server, mfu=0.5)           # another server: its own tables
+    assert other.build_step_times() is not server.build_step_times()
+    assert other.build_step_times().linear_per_token > server.build_step_times().linear_per_token
+    assert server == sim.Server(LLAMA, H100, mfu=0.6, mbu=0.65)      # the cache is not a field
+    assert "_built_step_times" not in repr(server)
+    work = Workload.from_lists([2000] * 40, [50] * 40)      # padded static batches grow the tables
+    cfg = sim.SimulationConfig(server, work, Poisson(4.0), sim.StaticBatching(batch_size=32, timeout=0.2))
+    first = sim.simulate(cfg, seed=3)
+    again = sim.simulate(cfg, seed=3)                        # the grown tables are reused
+    fresh = sim.simulate(dataclasses.replace(cfg, server=sim.Server(LLAMA, H100, mfu=0.6, mbu=0.65)), seed=3)
+    for run in (again, fresh):
+        np.testing.assert_array_equal(run.records.first_token, first.records.first_token)
+        np.testing.assert_array_equal(run.records.finish, first.records.finish)

@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 from bench_simulator import python_speed  # the same yardstick the simulator bench prints (tools/ is on sys.path)
+from book import _keep_bytecode  # kernels and the test command cache bytecode as `make bench` has them do
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench-results"
@@ -499,6 +500,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.pop("MPLBACKEND", None)   # the kernels pick their inline backend themselves
+    _keep_bytecode(os.environ)           # a reader's kernels load cached bytecode; so do these
     results: dict = {
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(),
