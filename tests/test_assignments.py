@@ -99,7 +99,7 @@ def test_grading_end_to_end(handout, tmp_path):
     nbformat.write(nbformat.read(out / "alice.ipynb", as_version=4), subs / "frank.ipynb")
 
     grades = {g.student: g for g in assignments.grade_folder(TEMPLATE, subs, tmp_path / "grades", roster,
-                                                             timeout=6)}
+                                                             timeout=8)}
     n = len(assignments.check_cells(nbformat.read(TEMPLATE, as_version=4)))
     assert grades["alice"].status == "ok" and grades["alice"].score == n and not grades["alice"].flags
     assert grades["bob"].status == "ok" and grades["bob"].score == 0

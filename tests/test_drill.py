@@ -296,9 +296,14 @@ def test_ctrl_c_in_a_real_process_prints_no_traceback():
             if "'quit' stops" in line:
                 break
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        # wait with stdin still open: closing it (as communicate() does) can race the signal, and an
+        # end of input that wins is a clean stop with exit code 0
+        proc.wait(timeout=60)
+        out, err = proc.stdout.read(), proc.stderr.read()
     finally:
         proc.kill()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "Interrupted (Ctrl-C)" in out
 
