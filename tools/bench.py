@@ -359,7 +359,7 @@ def bench_widget(log=print, repeat=15) -> dict:
     if callable(getattr(cls, "render", None)) and "draw" in inspect.signature(cls).parameters:
         # The widget keeps one figure and renders it to PNG itself on every change (what the reader
         # waits for): time each control change, every option of every control in turn, as a reader
-        # would move them (changes of model or GPU redraw the whole frame; the others only the data).
+        # would move them (the explorer draws its fixed frame once, at construction, timed apart).
         start = time.perf_counter()
         live = cls(draw=True)
         result["first_draw_seconds"] = round(time.perf_counter() - start, 4)   # builds the figure

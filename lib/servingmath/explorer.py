@@ -310,6 +310,8 @@ class FrontierExplorer:
                        label=f"TPOT SLO {self.tpot_slo * 1e3:.0f} ms")
         ax.set_autoscale_on(False)
         log_axis(ax, "both")
+        ax.set_xlim(*self._frame[0])
+        ax.set_ylim(*self._frame[1])
         ax.set_xlabel("TPOT (ms, log scale)")
         ax.set_ylabel("output tokens/s per GPU (log scale)")
         ax.set_title("decode design space: data types × TP × batch 1-1024", fontsize=10)
@@ -326,7 +328,6 @@ class FrontierExplorer:
         if data is None:
             for artist in self._dynamic:
                 artist.set_data([], [])
-            self._apply_frame()
             return
         space, front, sel = data["space"], data["front"], data["selected"]
         x, y = space["tpot"] * 1e3, space["throughput_per_gpu"]
@@ -340,11 +341,8 @@ class FrontierExplorer:
         self._line.set_data(x[sel][o], y[sel][o])
         if x.size:
             self._frame = (_grow(self._frame[0], x), _grow(self._frame[1], y))
-        self._apply_frame()
-
-    def _apply_frame(self):
-        self._ax.set_xlim(*self._frame[0])
-        self._ax.set_ylim(*self._frame[1])
+            ax.set_xlim(*self._frame[0])
+            ax.set_ylim(*self._frame[1])
 
     def render(self) -> bytes:
         """Update the figure in place and return it as PNG bytes (what :attr:`image` shows)."""

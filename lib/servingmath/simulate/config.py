@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .._validation import check_fraction, check_integer, check_nonnegative, check_positive
 from ..models import get_model
@@ -94,13 +95,14 @@ class Server:
         """
         if self.step_times is not None:
             return self.step_times
-        built = self.__dict__.get("_built_step_times")
-        if built is None:
-            built = LibraryStepTimes(self.model, self.accelerator, self.tensor_parallel, self.weight_dtype,
-                                     self.kv_dtype, self.compute_dtype, self.mfu, self.mbu, self.overlap,
-                                     self.allreduce_latency, self.step_overhead)
-            object.__setattr__(self, "_built_step_times", built)   # a cache, not a field
-        return built
+        return self._built_step_times
+
+    @cached_property
+    def _built_step_times(self):
+        # a cache in the instance's __dict__, not a dataclass field: equality, hash and repr ignore it
+        return LibraryStepTimes(self.model, self.accelerator, self.tensor_parallel, self.weight_dtype,
+                                self.kv_dtype, self.compute_dtype, self.mfu, self.mbu, self.overlap,
+                                self.allreduce_latency, self.step_overhead)
 
     def kv_capacity(self, step_times=None) -> float:
         """KV-cache capacity in tokens (``math.inf`` for a toy server without one)."""
