@@ -4,7 +4,7 @@ Import the modules you need; importing has no side effects:
 
 >>> from servingmath import models, hardware, decode
 >>> round(decode.decode_step_time("Llama-2-7B", "H100", batch_size=1, context_len=0) * 1e3, 2)
-4.02
+3.94
 
 Modules, one concept each:
 

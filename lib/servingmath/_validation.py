@@ -125,12 +125,65 @@ def unknown_name(name: str, value, allowed: Iterable[str]) -> UnknownNameError:
 
 
 def is_scalar_input(*values) -> bool:
-    """True when every input is a plain number (so the result should be a float)."""
+    """True when every input is a plain number or a 0-d array (used to refuse arrays where only
+    scalars make sense, never to decide the type of a result)."""
     return all(isinstance(v, numbers.Number) or np.ndim(v) == 0 for v in values)
 
 
-def scalar_or_array(result, *inputs):
-    """Return a Python float when every input was scalar, else the array."""
-    if is_scalar_input(*inputs):
-        return float(np.asarray(result))
-    return np.asarray(result, dtype=float)
+def scalar_or_array(result):
+    """A Python float when ``result`` is 0-dimensional, else a float array.
+
+    Decided from the result's shape, as numpy-financial does: a computation whose
+    inputs all were scalars broadcasts to a 0-d result, and one with any array
+    input to an array, so no list of inputs has to be kept by hand.
+
+    >>> scalar_or_array(np.float64(2.5)), scalar_or_array([1, 2])
+    (2.5, array([1., 2.]))
+    """
+    arr = np.asarray(result, dtype=float)
+    if arr.ndim == 0:
+        return float(arr)
+    return arr
+
+
+def int_or_array(result):
+    """A Python int when ``result`` is 0-dimensional, else an int64 array."""
+    arr = np.asarray(result)
+    if arr.ndim == 0:
+        return int(arr)
+    return arr.astype(np.int64)
+
+
+def check_bool(name: str, value) -> bool:
+    """Check a flag: True or False (numpy booleans too), nothing else."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_scalar(name: str, value):
+    """Refuse arrays where one number is needed; returns the value unchanged."""
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a single number here, got an array of shape {np.shape(value)}")
+    return value
+
+
+def bisect_increasing(excess, lower, upper, iterations: int = 200):
+    """Root of ``excess(x)`` on [lower, upper] for an increasing function, by bisection (arrays).
+
+    ``excess(lower) < 0 <= excess(upper)`` is assumed element-wise; the result
+    is within (upper - lower) / 2**iterations of the root. The library's one
+    bisection: knees of MoE models, batch sizes under a target, break-even batches.
+    """
+    lo = np.array(lower, dtype=float)
+    hi = np.array(upper, dtype=float)
+    lo, hi = np.broadcast_arrays(lo, hi)
+    lo, hi = lo.copy(), hi.copy()
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        below = np.asarray(excess(mid)) < 0
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+        if np.all(hi - lo <= 1e-12 * np.maximum(1.0, np.abs(hi))):
+            break
+    return (lo + hi) / 2

@@ -65,23 +65,22 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
 
 from ._validation import (check_choice, check_fraction, check_integer, check_nonnegative,
-                          check_positive, scalar_or_array)
+                          check_positive, int_or_array, scalar_or_array)
 from .datatypes import check_dtype
-from .decode import decode_step_time
+from .deployment import (DEFAULT_GPU_MEMORY_UTILIZATION, DEPLOYMENT_OPTIONS, OVERLAP_MODELS, Deployment,
+                         deployment_function)
 from .hardware import get_accelerator
-from .memory import DEFAULT_GPU_MEMORY_UTILIZATION, max_batch_size, valid_tensor_parallel_degrees
+from .memory import max_batch_size
 from .models import get_model
-from .pareto import compute_dtype_for
-from .prefill import prefill_time
-from .roofline import OVERLAP_MODELS
-from .slo import wait_quantile
+from .sharding import valid_tensor_parallel_degrees
+from .slo import binding_limit, decode_context, replica_steady_state
 
 __all__ = [
     "SECONDS_PER_HOUR",
@@ -143,7 +142,7 @@ def cost_per_million_tokens(price_per_hour, tokens_per_second):
     """
     p = check_positive("price_per_hour", price_per_hour)
     x = check_positive("tokens_per_second", tokens_per_second)
-    return scalar_or_array(1e6 * p / (SECONDS_PER_HOUR * x), price_per_hour, tokens_per_second)
+    return scalar_or_array(1e6 * p / (SECONDS_PER_HOUR * x))
 
 
 def replicas_needed(arrival_rate, capacity_per_replica, utilisation_target=1.0):
@@ -175,10 +174,7 @@ def replicas_needed(arrival_rate, capacity_per_replica, utilisation_target=1.0):
     lam = check_nonnegative("arrival_rate", arrival_rate)
     c = check_positive("capacity_per_replica", capacity_per_replica)
     u = check_fraction("utilisation_target", utilisation_target)
-    r = np.ceil(lam / (u * c) * (1.0 - _CEIL_NUDGE))
-    if all(np.ndim(v) == 0 for v in (arrival_rate, capacity_per_replica, utilisation_target)):
-        return int(r)
-    return r.astype(np.int64)
+    return int_or_array(np.ceil(lam / (u * c) * (1.0 - _CEIL_NUDGE)))
 
 
 # ---------------------------------------------------------------- the workload
@@ -243,8 +239,7 @@ def workload_statistics(prompt_lens, output_lens, quantile=0.99) -> dict:
     q = float(np.asarray(quantile, dtype=float))
     if not 0 < q < 1:
         raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
-    steps = lo - 1.0
-    context = float((steps * (lp + lo / 2.0)).sum() / steps.sum())
+    context = decode_context(lp, lo)
     return {"mean_prompt": float(lp.mean()), "mean_output": float(lo.mean()),
             "prompt_quantile": float(np.quantile(lp, q)), "decode_context": context,
             "n_requests": int(lp.size)}
@@ -290,7 +285,7 @@ def batch_quantile(mean_batch, quantile=0.99):
     123.3
     """
     b = check_nonnegative("mean_batch", mean_batch)
-    return scalar_or_array(b + _z(quantile, "quantile") * np.sqrt(b), mean_batch)
+    return scalar_or_array(b + _z(quantile, "quantile") * np.sqrt(b))
 
 
 def max_mean_batch(slots, quantile=0.99):
@@ -316,36 +311,29 @@ def max_mean_batch(slots, quantile=0.99):
     c = check_nonnegative("slots", slots)
     z = _z(quantile, "quantile")
     root = (np.sqrt(z * z + 4.0 * c) - z) / 2.0
-    return scalar_or_array(root * root, slots)
+    return scalar_or_array(root * root)
 
 
 # ---------------------------------------------------------------- one replica
 
-_STEP_KWARGS = ("weight_dtype", "kv_dtype", "compute_dtype", "tensor_parallel", "mfu", "mbu", "overlap",
-                "allreduce_latency")
-
-
-def replica_curves(model, accelerator, prompt_lens, output_lens, batch_sizes, quantile=0.99,
-                   weight_dtype="bf16", kv_dtype="bf16", compute_dtype=None, tensor_parallel=1,
-                   mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0) -> dict:
+@deployment_function(compute_dtype="auto")
+def replica_curves(dep: Deployment, prompt_lens, output_lens, batch_sizes, *, quantile=0.99) -> dict:
     """The steady state of one replica at each mean decode batch B: rate, TPOT and TTFT quantile.
+
+    :func:`servingmath.slo.replica_steady_state` (the library's one replica
+    model) at the workload's length-biased mean context.
 
     Parameters
     ----------
-    model, accelerator
-        Catalog names or configs.
+    model, accelerator : or one Deployment
+        Deployment settings as keyword options; ``compute_dtype`` defaults to
+        ``"auto"`` here (fp8 math for fp8 weights on fp8 tensor cores, else bf16).
     prompt_lens, output_lens : int or array of int
         The workload (one entry per request, or one number for all).
     batch_sizes : int or array of int
         Mean decode batches B >= 1 to evaluate.
     quantile : float in (0, 1)
         Which TTFT quantile to report (0.99: P99).
-    weight_dtype, kv_dtype : str
-    compute_dtype : str or None
-        Data type of the matmuls; None picks :func:`servingmath.pareto.compute_dtype_for`
-        (fp8 math for fp8 weights on fp8 tensor cores, else bf16).
-    tensor_parallel, mfu, mbu, overlap, allreduce_latency
-        As in :func:`servingmath.decode.decode_step_time` (``mfu = mbu = 1``: the physical bound).
 
     Returns
     -------
@@ -362,49 +350,25 @@ def replica_curves(model, accelerator, prompt_lens, output_lens, batch_sizes, qu
     TPOT = T(B) / (1 - rho); W = rate E[t_p^2] / (2 (1 - rho));
     TTFT_q = w_q + t_p(L_p,q) with w_q = (W / rho) ln(rho / (1 - q)) when rho > 1 - q,
     else 0 (:func:`servingmath.slo.wait_quantile`). All three grow with B.
+    Derived in the chapter "Capacity planning".
 
     Examples
     --------
     >>> c = replica_curves("Llama-3.1-8B", "H100", 1024, 256, [1, 64])
     >>> [round(float(x), 2) for x in c["rate"]], [round(float(t) * 1e3, 2) for t in c["tpot"]]
-    ([0.8, 22.06], [4.9, 11.37])
+    ([0.86, 22.69], [4.58, 11.06])
     """
-    model = get_model(model)
-    acc = get_accelerator(accelerator)
     lp, lo = _workload(prompt_lens, output_lens)
     b = np.atleast_1d(check_integer("batch_sizes", batch_sizes, minimum=1)).astype(np.int64)
-    stats = workload_statistics(lp, lo, quantile)
-    check_dtype(weight_dtype, "weight_dtype")
-    check_dtype(kv_dtype, "kv_dtype")
-    compute = compute_dtype_for(weight_dtype, acc) if compute_dtype is None else check_dtype(
-        compute_dtype, "compute_dtype")
-    check_choice("overlap", overlap, OVERLAP_MODELS)
-    kwargs = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute,
-                  tensor_parallel=tensor_parallel, mfu=mfu, mbu=mbu)
-    context = int(round(stats["decode_context"]))
-    step = np.asarray(decode_step_time(model, acc, b, context, overlap=overlap,
-                                       allreduce_latency=allreduce_latency, **kwargs), dtype=float)
-    unique, inverse = np.unique(lp, return_inverse=True)
-    tp_unique = np.atleast_1d(np.asarray(prefill_time(model, acc, unique, overlap=overlap,
-                                                      allreduce_latency=allreduce_latency, **kwargs),
-                                         dtype=float))
-    tp = tp_unique[inverse]
-    e_tp, e_tp2 = float(tp.mean()), float((tp ** 2).mean())
-    tp_q = float(np.quantile(tp, quantile))
-    steps = stats["mean_output"] - 1.0
-    rate = b / (steps * step + b * e_tp)
-    rho = rate * e_tp
-    wait = rate * e_tp2 / (2.0 * (1.0 - rho))
-    ttft = np.asarray(wait_quantile(quantile, rho, wait), dtype=float) + tp_q
-    return {"batch_size": b, "step_time": step, "rate": rate, "utilisation": rho, "tpot": step / (1.0 - rho),
-            "ttft": ttft, "mean_wait": wait, "prefill_mean": e_tp, "prefill_mean_square": e_tp2,
-            "prefill_quantile": tp_q, "decode_context": context}
-
-
-def _memory_wall(model, acc, context, weight_dtype, kv_dtype, tensor_parallel, gpu_memory_utilization):
-    return int(max_batch_size(model, acc, max(context, 1), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                              tensor_parallel=tensor_parallel,
-                              gpu_memory_utilization=gpu_memory_utilization))
+    q = float(np.asarray(quantile, dtype=float))
+    context = int(round(decode_context(lp, lo)))
+    r = replica_steady_state(dep, b, lp, lo, context_len=context, quantile=q)
+    arr = lambda v: np.atleast_1d(np.asarray(v, dtype=float))  # noqa: E731
+    return {"batch_size": b, "step_time": arr(r["step_time"]), "rate": arr(r["rate"]),
+            "utilisation": arr(r["utilisation"]), "tpot": arr(r["tpot"]), "ttft": arr(r["ttft_quantile"]),
+            "mean_wait": arr(r["mean_wait"]), "prefill_mean": r["prefill_mean"],
+            "prefill_mean_square": r["prefill_mean_square"], "prefill_quantile": r["prefill_quantile"],
+            "decode_context": context}
 
 
 _NO_CAP = 1 << 40
@@ -431,21 +395,25 @@ def _choose(curves, ttft_slo, tpot_slo, cap, wall, slot_quantile):
         for name, slo in (("tpot", tpot_slo), ("ttft", ttft_slo)):
             values = np.maximum.accumulate(curves[name][:n])   # non-decreasing in B; guard rounding
             limits[name] = int(np.searchsorted(values, slo, side="right"))
-    best = min(limits.values())
-    binding = next(name for name in BINDINGS if limits[name] == best)
+    best, binding = binding_limit(limits, order=BINDINGS)
     return best, binding, limits
 
 
-def replica_capacity(model, accelerator, prompt_lens, output_lens, ttft_slo, tpot_slo, tensor_parallel=1,
-                     weight_dtype="bf16", kv_dtype="bf16", compute_dtype=None, max_batch_size=None,
-                     quantile=0.99, mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0,
-                     gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION, slot_quantile=0.99) -> dict:
+def _memory_wall(dep: Deployment, context) -> int:
+    return int(max_batch_size(dep, max(context, 1)))
+
+
+@deployment_function(compute_dtype="auto")
+def replica_capacity(dep: Deployment, prompt_lens, output_lens, *, ttft_slo, tpot_slo, max_batch_size=None,
+                     quantile=0.99, slot_quantile=0.99) -> dict:
     """The highest request rate one replica serves within a TTFT quantile target and a TPOT target.
 
     Parameters
     ----------
-    model, accelerator, prompt_lens, output_lens, quantile, weight_dtype, kv_dtype, compute_dtype,
-    tensor_parallel, mfu, mbu, overlap, allreduce_latency
+    model, accelerator : or one Deployment
+        Deployment settings as keyword options (``compute_dtype`` "auto" by
+        default, as in :func:`replica_curves`; ``gpu_memory_utilization`` sets the memory wall).
+    prompt_lens, output_lens, quantile
         As in :func:`replica_curves`.
     ttft_slo : float
         Target for the ``quantile`` TTFT (default P99), seconds.
@@ -454,8 +422,6 @@ def replica_capacity(model, accelerator, prompt_lens, output_lens, ttft_slo, tpo
         which every request sees in this model; the simulator adds the spread).
     max_batch_size : int or None
         The batch cap (vLLM's ``max_num_seqs``); None: only memory caps the batch.
-    gpu_memory_utilization : float
-        Share of each GPU's memory for weights and KV cache (vLLM's default 0.9).
     slot_quantile : float in [0.5, 1) or None
         The batch cap and the KV cache are hard limits on the *instantaneous*
         batch, which fluctuates around its mean B (:func:`batch_quantile`): the
@@ -477,33 +443,31 @@ def replica_capacity(model, accelerator, prompt_lens, output_lens, ttft_slo, tpo
     -----
     Every quantity of :func:`replica_curves` grows with B, so each target
     allows the batches 1 .. B_limit; the replica runs at
-    B_op = min(B_TPOT, B_TTFT, B_mem, B_cap) and serves rate(B_op), where B_mem
-    and B_cap are the largest means whose fluctuations fit the memory wall
-    and the cap. Because
-    B_TPOT and B_TTFT never shrink when a target loosens, neither does the
-    capacity. The memory wall is :func:`servingmath.memory.max_batch_size` at
-    the decode context.
+    B_op = min(B_TPOT, B_TTFT, B_mem, B_cap) (:func:`servingmath.slo.binding_limit`)
+    and serves rate(B_op), where B_mem and B_cap are the largest means whose
+    fluctuations fit the memory wall and the cap. Because B_TPOT and B_TTFT
+    never shrink when a target loosens, neither does the capacity. The memory
+    wall is :func:`servingmath.memory.max_batch_size` at the decode context.
+    Derived in the chapter "Capacity planning".
 
     Examples
     --------
     >>> r = replica_capacity("Llama-3.1-8B", "H100", 8192, 128, ttft_slo=1.0, tpot_slo=0.05)
     >>> r["batch_size"], r["binding"], round(r["rate"], 2)
-    (26, 'ttft', 5.06)
+    (24, 'ttft', 5.05)
     """
-    model = get_model(model)
-    acc = get_accelerator(accelerator)
     ttft_slo = float(check_positive("ttft_slo", ttft_slo))
     tpot_slo = float(check_positive("tpot_slo", tpot_slo))
     lp, lo = _workload(prompt_lens, output_lens)
-    context = int(round(workload_statistics(lp, lo, quantile)["decode_context"]))
-    wall = _memory_wall(model, acc, context, weight_dtype, kv_dtype, tensor_parallel, gpu_memory_utilization)
+    context = int(round(decode_context(lp, lo)))
+    wall = _memory_wall(dep, context)
     cap = _NO_CAP if max_batch_size is None else int(check_integer("max_batch_size", max_batch_size, minimum=1))
     if slot_quantile is not None:
         _z(slot_quantile)
     n = max(min(cap, wall), 1)
-    curves = replica_curves(model, acc, lp, lo, np.arange(1, n + 1), quantile, weight_dtype, kv_dtype,
-                            compute_dtype, tensor_parallel, mfu, mbu, overlap, allreduce_latency)
+    curves = replica_curves(dep, lp, lo, np.arange(1, n + 1), quantile=quantile)
     return _result(curves, ttft_slo, tpot_slo, cap, wall, float(lo.mean()), slot_quantile)
+
 
 
 def _result(curves, ttft_slo, tpot_slo, cap, wall, mean_output, slot_quantile):
@@ -529,11 +493,13 @@ class Plan:
 
     Attributes
     ----------
-    model, accelerator : str
-        Catalog names.
-    tensor_parallel : int
-        GPUs per replica, N.
-    weight_dtype, kv_dtype, compute_dtype : str
+    deployment : Deployment
+        One replica: model, accelerator, tensor parallelism, data types,
+        efficiencies, all-reduce model and memory share the numbers were
+        computed with (:meth:`server` reuses it). ``model``, ``accelerator``
+        (catalog names), ``tensor_parallel``, ``weight_dtype``, ``kv_dtype``,
+        ``compute_dtype``, ``mfu``, ``mbu``, ``overlap``, ``allreduce_latency``
+        and ``gpu_memory_utilization`` read it.
     max_batch_size : int
         The batch cap the replica runs with (vLLM's ``max_num_seqs``).
     batch_size : int
@@ -560,16 +526,11 @@ class Plan:
         Fleet dollars per million output tokens *served* (the demand, not the capacity); inf if infeasible.
     cost_per_million_tokens_at_capacity : float
         The same for one replica at 100 % of its capacity: the floor that headroom and rounding up raise.
-    mfu, mbu, allreduce_latency, overlap, gpu_memory_utilization, quantile, slot_quantile :
-        The modelling settings the numbers were computed with (:meth:`server` reuses them).
+    quantile, slot_quantile : float
+        The TTFT quantile and the batch-slot quantile of :func:`replica_capacity`.
     """
 
-    model: str
-    accelerator: str
-    tensor_parallel: int
-    weight_dtype: str
-    kv_dtype: str
-    compute_dtype: str
+    deployment: Deployment
     max_batch_size: int
     batch_size: int
     binding: str
@@ -585,13 +546,20 @@ class Plan:
     mean_output: float
     cost_per_million_tokens: float
     cost_per_million_tokens_at_capacity: float
-    mfu: float = 1.0
-    mbu: float = 1.0
-    allreduce_latency: float = 0.0
-    overlap: str = "hybrid"
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     quantile: float = 0.99
     slot_quantile: float | None = 0.99
+
+    model = property(lambda self: self.deployment.model.name, doc="The model's catalog name.")
+    accelerator = property(lambda self: self.deployment.accelerator.name, doc="The accelerator's catalog name.")
+    tensor_parallel = property(lambda self: int(self.deployment.tensor_parallel), doc="GPUs per replica, N.")
+    weight_dtype = property(lambda self: self.deployment.weight_dtype)
+    kv_dtype = property(lambda self: self.deployment.kv_dtype)
+    compute_dtype = property(lambda self: self.deployment.compute_dtype)
+    mfu = property(lambda self: float(self.deployment.mfu))
+    mbu = property(lambda self: float(self.deployment.mbu))
+    overlap = property(lambda self: self.deployment.overlap)
+    allreduce_latency = property(lambda self: float(self.deployment.allreduce.latency))
+    gpu_memory_utilization = property(lambda self: float(self.deployment.gpu_memory_utilization))
 
     @property
     def feasible(self) -> bool:
@@ -633,20 +601,18 @@ class Plan:
         return replicas_needed(arrival_rate, self.capacity, u)
 
     def server(self, **overrides):
-        """The :class:`servingmath.simulate.Server` of one replica, with this plan's settings."""
+        """The :class:`servingmath.simulate.Server` of one replica: this plan's deployment
+        (``overrides`` change deployment settings or simulator settings)."""
         from .simulate import Server
 
-        settings = dict(model=self.model, accelerator=self.accelerator, tensor_parallel=self.tensor_parallel,
-                        weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
-                        compute_dtype=self.compute_dtype, mfu=self.mfu, mbu=self.mbu, overlap=self.overlap,
-                        allreduce_latency=self.allreduce_latency,
-                        memory_utilization=self.gpu_memory_utilization)
-        settings.update(overrides)
-        return Server(**settings)
+        return Server(self.deployment, **overrides)
 
     def as_dict(self) -> dict:
         """The plan's fields and properties as a plain dict (for a table)."""
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "deployment"}
+        for name in ("model", "accelerator", "tensor_parallel", "weight_dtype", "kv_dtype", "compute_dtype",
+                     "mfu", "mbu", "overlap", "allreduce_latency", "gpu_memory_utilization"):
+            d[name] = getattr(self, name)
         d.update(feasible=self.feasible, load_per_replica=self.load_per_replica,
                  utilisation=self.utilisation, label=self.label)
         return d
@@ -700,13 +666,12 @@ def _dtype_pairs(dtypes):
     return pairs
 
 
-def _design_space(model, prompt_lens, output_lens, prices, tensor_parallel, dtypes, batch_caps, quantile, mfu,
-                  mbu, overlap, allreduce_latency, gpu_memory_utilization, slot_quantile):
+def _design_space(model, prompt_lens, output_lens, prices, tensor_parallel, dtypes, batch_caps, quantile,
+                  slot_quantile, allreduce_latency, options):
     """Check the design space once and compute each configuration's replica curves (SLO-independent)."""
     model = get_model(model)
     if slot_quantile is not None:
         _z(slot_quantile)
-    check_choice("overlap", overlap, OVERLAP_MODELS)
     price_table = _prices(prices)
     pairs = _dtype_pairs(dtypes)
     caps = sorted({int(c) for c in np.atleast_1d(check_integer("batch_caps", list(batch_caps), minimum=1))})
@@ -724,21 +689,19 @@ def _design_space(model, prompt_lens, output_lens, prices, tensor_parallel, dtyp
                 continue
             latency = float(allreduce_latency(n) if callable(allreduce_latency) else allreduce_latency)
             for weight_dtype, kv_dtype in pairs:
-                compute = compute_dtype_for(weight_dtype, acc)
-                wall = _memory_wall(model, acc, context, weight_dtype, kv_dtype, n, gpu_memory_utilization)
+                dep = Deployment.build(model, acc, tensor_parallel=n, weight_dtype=weight_dtype,
+                                       kv_dtype=kv_dtype, compute_dtype="auto", allreduce_latency=latency,
+                                       **options)
+                wall = _memory_wall(dep, context)
                 curves = None
                 if wall > 0:
                     top = max(min(caps[-1], wall), 1)
-                    curves = replica_curves(model, acc, lp, lo, np.arange(1, top + 1), quantile, weight_dtype,
-                                            kv_dtype, compute, n, mfu, mbu, overlap, latency)
-                base = Plan(model=model.name, accelerator=acc.name, tensor_parallel=n, weight_dtype=weight_dtype,
-                            kv_dtype=kv_dtype, compute_dtype=compute, max_batch_size=caps[0], batch_size=0,
+                    curves = replica_curves(dep, lp, lo, np.arange(1, top + 1), quantile=quantile)
+                base = Plan(deployment=dep, max_batch_size=caps[0], batch_size=0,
                             binding="memory", capacity=0.0, tpot=math.nan, ttft=math.nan, arrival_rate=0.0,
                             utilisation_target=1.0, replicas=0, gpus=0, price_per_gpu_hour=price,
                             cost_per_hour=0.0, mean_output=stats["mean_output"], cost_per_million_tokens=math.inf,
-                            cost_per_million_tokens_at_capacity=math.inf, mfu=float(mfu), mbu=float(mbu),
-                            allreduce_latency=latency, overlap=overlap,
-                            gpu_memory_utilization=float(gpu_memory_utilization), quantile=float(quantile),
+                            cost_per_million_tokens_at_capacity=math.inf, quantile=float(quantile),
                             slot_quantile=slot_quantile)
                 configs.append((base, wall, curves))
     return configs, caps
@@ -766,15 +729,16 @@ def _plans(configs, caps, arrival_rate, ttft_slo, tpot_slo, utilisation_target, 
 
 
 _SPACE_DEFAULTS = dict(tensor_parallel=(1, 2, 4, 8), dtypes=DEFAULT_DTYPES, batch_caps=(256,), quantile=0.99,
-                       mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0,
-                       gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION, slot_quantile=0.99)
+                       allreduce_latency=0.0, slot_quantile=0.99)
+#: deployment settings a design space applies to every configuration (the rest it varies itself)
+_SPACE_OPTIONS = DEPLOYMENT_OPTIONS - {"tensor_parallel", "weight_dtype", "kv_dtype", "compute_dtype",
+                                       "allreduce_latency", "allreduce"}
 
 
-def plan_candidates(model, arrival_rate, prompt_lens, output_lens, ttft_slo, tpot_slo, prices,
+def plan_candidates(model, arrival_rate, prompt_lens, output_lens, *, ttft_slo, tpot_slo, prices,
                     tensor_parallel=(1, 2, 4, 8), dtypes=DEFAULT_DTYPES, batch_caps=(256,),
-                    utilisation_target=0.8, quantile=0.99, mfu=1.0, mbu=1.0, overlap="hybrid",
-                    allreduce_latency=0.0, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-                    slot_quantile=0.99, include_infeasible=False) -> list:
+                    utilisation_target=0.8, quantile=0.99, allreduce_latency=0.0, slot_quantile=0.99,
+                    include_infeasible=False, **options) -> list:
     """Every configuration of a design space, sized for the traffic and priced, cheapest first.
 
     Parameters
@@ -797,9 +761,14 @@ def plan_candidates(model, arrival_rate, prompt_lens, output_lens, ttft_slo, tpo
         Batch caps (``max_num_seqs``) to try.
     utilisation_target : float in (0, 1]
         Planned share of each replica's capacity (0.8 keeps 20 % headroom).
-    quantile, mfu, mbu, overlap, allreduce_latency, gpu_memory_utilization, slot_quantile
-        As in :func:`replica_capacity`. ``allreduce_latency`` may be a callable
-        ``tensor_parallel -> seconds`` (the per-hop latency can depend on N).
+    quantile, slot_quantile
+        As in :func:`replica_capacity`.
+    allreduce_latency : float or callable
+        Per-hop all-reduce latency, or a callable ``tensor_parallel -> seconds``
+        (the per-hop latency can depend on N).
+    **options
+        Deployment settings applied to every configuration (``mfu``, ``mbu``,
+        ``overlap``, ``gpu_memory_utilization``, ``step_overhead``, ...).
     include_infeasible : bool
         Keep configurations that meet the SLOs at no load at all (or do not fit):
         their ``capacity`` is 0 and their cost ``inf``.
@@ -825,15 +794,14 @@ def plan_candidates(model, arrival_rate, prompt_lens, output_lens, ttft_slo, tpo
     >>> [(p.accelerator, p.weight_dtype, p.replicas) for p in plans]
     [('H100-SXM5-80GB', 'fp8', 1), ('H100-SXM5-80GB', 'bf16', 1), ('A100-SXM4-80GB', 'fp8', 2), ('A100-SXM4-80GB', 'bf16', 2)]
     """
-    return plan_sweep(model, arrival_rate, prompt_lens, output_lens, [ttft_slo], [tpot_slo], prices,
-                      tensor_parallel=tensor_parallel, dtypes=dtypes, batch_caps=batch_caps,
-                      utilisation_target=utilisation_target, quantile=quantile, mfu=mfu, mbu=mbu,
-                      overlap=overlap, allreduce_latency=allreduce_latency,
-                      gpu_memory_utilization=gpu_memory_utilization, slot_quantile=slot_quantile,
-                      include_infeasible=include_infeasible)[0]
+    return plan_sweep(model, arrival_rate, prompt_lens, output_lens, ttft_slos=[ttft_slo], tpot_slos=[tpot_slo],
+                      prices=prices, tensor_parallel=tensor_parallel, dtypes=dtypes, batch_caps=batch_caps,
+                      utilisation_target=utilisation_target, quantile=quantile,
+                      allreduce_latency=allreduce_latency, slot_quantile=slot_quantile,
+                      include_infeasible=include_infeasible, **options)[0]
 
 
-def plan_sweep(model, arrival_rate, prompt_lens, output_lens, ttft_slos, tpot_slos, prices,
+def plan_sweep(model, arrival_rate, prompt_lens, output_lens, *, ttft_slos, tpot_slos, prices,
                utilisation_target=0.8, include_infeasible=False, **space) -> list:
     """:func:`plan_candidates` for several pairs of targets, computing each configuration's curves once.
 
@@ -842,9 +810,8 @@ def plan_sweep(model, arrival_rate, prompt_lens, output_lens, ttft_slos, tpot_sl
     ttft_slos, tpot_slos : sequence of float
         Pairs of targets (seconds), equal lengths: pair i is (ttft_slos[i], tpot_slos[i]).
     **space
-        ``tensor_parallel``, ``dtypes``, ``batch_caps``, ``quantile``, ``mfu``, ``mbu``,
-        ``overlap``, ``allreduce_latency``, ``gpu_memory_utilization``, ``slot_quantile``
-        (as in :func:`plan_candidates`).
+        ``tensor_parallel``, ``dtypes``, ``batch_caps``, ``quantile``, ``allreduce_latency``,
+        ``slot_quantile`` and deployment settings (as in :func:`plan_candidates`).
 
     Returns
     -------
@@ -853,16 +820,17 @@ def plan_sweep(model, arrival_rate, prompt_lens, output_lens, ttft_slos, tpot_sl
 
     Examples
     --------
-    >>> sweep = plan_sweep("Llama-3.1-8B", 40.0, 1024, 256, [0.2, 1.0], [0.012, 0.05],
+    >>> sweep = plan_sweep("Llama-3.1-8B", 40.0, 1024, 256, ttft_slos=[0.2, 1.0], tpot_slos=[0.012, 0.05],
     ...                    prices={"H100": 3.0}, tensor_parallel=[1], mfu=0.6, mbu=0.6)
     >>> [round(plans[0].capacity, 2) for plans in sweep]    # req/s per replica: looser targets, more
-    [30.48, 37.79]
+    [31.48, 38.23]
     """
-    unknown = set(space) - set(_SPACE_DEFAULTS)
+    unknown = set(space) - set(_SPACE_DEFAULTS) - _SPACE_OPTIONS
     if unknown:
         raise ValueError(f"unknown keyword argument(s) {', '.join(sorted(unknown))}; "
-                         f"allowed: {', '.join(sorted(_SPACE_DEFAULTS))}")
-    settings = {**_SPACE_DEFAULTS, **space}
+                         f"allowed: {', '.join(sorted(set(_SPACE_DEFAULTS) | _SPACE_OPTIONS))}")
+    settings = {**_SPACE_DEFAULTS, **{k: v for k, v in space.items() if k in _SPACE_DEFAULTS}}
+    settings["options"] = {k: v for k, v in space.items() if k in _SPACE_OPTIONS}
     lam = float(check_positive("arrival_rate", arrival_rate))
     u = float(check_fraction("utilisation_target", utilisation_target))
     ttfts = np.atleast_1d(check_positive("ttft_slos", ttft_slos)).ravel()
@@ -882,15 +850,15 @@ def reprice(plans, arrival_rate, utilisation_target=None) -> list:
 
     Examples
     --------
-    >>> plans = plan_candidates("Llama-3.1-8B", 20.0, 1024, 256, 1.0, 0.05, prices={"H100": 3.0},
-    ...                         tensor_parallel=[1])
+    >>> plans = plan_candidates("Llama-3.1-8B", 20.0, 1024, 256, ttft_slo=1.0, tpot_slo=0.05,
+    ...                         prices={"H100": 3.0}, tensor_parallel=[1])
     >>> [(p.weight_dtype, p.replicas) for p in plans], [(p.weight_dtype, p.replicas) for p in reprice(plans, 80.0)]
     ([('fp8', 1), ('bf16', 1)], [('fp8', 2), ('bf16', 4)])
     """
     return _sort([p.with_traffic(arrival_rate, utilisation_target) for p in plans])
 
 
-def cheapest_plan(model, arrival_rate, prompt_lens, output_lens, ttft_slo, tpot_slo, prices, **kwargs) -> Plan:
+def cheapest_plan(model, arrival_rate, prompt_lens, output_lens, *, ttft_slo, tpot_slo, prices, **kwargs) -> Plan:
     """The cheapest feasible plan of :func:`plan_candidates` (same parameters).
 
     Raises
@@ -907,7 +875,8 @@ def cheapest_plan(model, arrival_rate, prompt_lens, output_lens, ttft_slo, tpot_
     ('H100-SXM5-80GB TP1 fp8/fp8 cap 256', 1, 0.163)
     """
     kwargs.pop("include_infeasible", None)
-    plans = plan_candidates(model, arrival_rate, prompt_lens, output_lens, ttft_slo, tpot_slo, prices, **kwargs)
+    plans = plan_candidates(model, arrival_rate, prompt_lens, output_lens, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
+                            prices=prices, **kwargs)
     if not plans:
         raise ValueError(f"no configuration of {get_model(model).name} meets TTFT <= {ttft_slo:g} s and "
                          f"TPOT <= {tpot_slo:g} s on {', '.join(_prices(prices))}: loosen a target, or try "
@@ -954,7 +923,7 @@ def load_prices(path) -> dict:
 
 # ---------------------------------------------------------------- confirmation by simulation
 
-def simulate_plan(plan: Plan, prompt_lens, output_lens, arrival_rate=None, replicas=None, seed=0,
+def simulate_plan(plan: Plan, prompt_lens, output_lens, *, arrival_rate=None, replicas=None, seed=0,
                   policy=None):
     """Simulate one replica of ``plan`` at its share of the traffic; return the SimulationResult.
 
@@ -998,7 +967,7 @@ def _tails(result, quantile):
             float(np.percentile(tpot, 100 * quantile)) if tpot.size else 0.0)
 
 
-def confirm_plan(plan: Plan, prompt_lens, output_lens, ttft_slo, tpot_slo, seed=0, max_extra_replicas=8):
+def confirm_plan(plan: Plan, prompt_lens, output_lens, *, ttft_slo, tpot_slo, seed=0, max_extra_replicas=8):
     """Add replicas until the simulated ``plan.quantile`` TTFT and TPOT of one replica meet the targets.
 
     Parameters

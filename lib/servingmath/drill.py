@@ -630,7 +630,7 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
         f"  B_crit = R b_w / 2, {ref}: bf16 {critical_batch_size(ref):.0f}, int8 "
         f"{critical_batch_size(ref, weight_dtype='int8'):.0f}, int4 "
         f"{critical_batch_size(ref, weight_dtype='int4'):.0f}, fp8 (and fp8 math) "
-        f"{critical_batch_size(ref, 'fp8', compute_dtype='fp8'):.0f}",
+        f"{critical_batch_size(ref, weight_dtype='fp8', compute_dtype='fp8'):.0f}",
         "",
         "MODELS (bf16)       weights: the bytes a batch-1 decode step reads (MoE: routed experts only)",
         f"  TPOT floor: batch 1, S = 0, on the fewest {ref} (TP) that hold weights + 4k tokens",
@@ -640,7 +640,7 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
         m = get_model(name)
         kv = kv_bytes_per_token(m)
         tp = min_tensor_parallel(m, ref, 4096)
-        floor = tensor_parallel_decode_time(m, ref, 1, 0, tp)
+        floor = tensor_parallel_decode_time(m, ref, 1, 0, tensor_parallel=tp)
         lines.append(f"  {m.name:<16}{parameter_count(m) / 1e9:>7.1f} bn{weight_bytes(m) / 1e9:>7.1f} GB"
                      f"{kv / 1024:>7.0f} KiB{kv * 4096 / 2**30:>12.2f} GiB{floor * 1e3:>9.1f} ms{tp:>4}")
     reading = tpot_for_reading_speed()

@@ -105,7 +105,7 @@ def summary(data, tpot_slo=0.05) -> str:
 
     >>> d = frontier_data("Llama-3.1-8B", "H100", context_len=2048)
     >>> print(summary(d).splitlines()[0])
-    Llama-3.1-8B on H100-SXM5-80GB, context 2048 tokens: 1869 feasible configurations, 67 on the front.
+    Llama-3.1-8B on H100-SXM5-80GB, context 2048 tokens: 1869 feasible configurations, 61 on the front.
     """
     space, front, sel = data["space"], data["front"], data["selected"]
     c = data["selection"]

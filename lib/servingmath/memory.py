@@ -50,12 +50,17 @@ from ._validation import (
     check_integer,
     check_nonnegative,
     check_positive,
+    int_or_array,
     is_scalar_input,
     scalar_or_array,
 )
 from .datatypes import bytes_per_element, check_dtype
+from .deployment import DEFAULT_GPU_MEMORY_UTILIZATION, Deployment, deployment_function
 from .hardware import get_accelerator
-from .models import check_context_len, get_model, kv_bytes_per_token, parameter_count
+from .models import (check_context_len, get_model, kv_bytes_per_token, kv_projection_parameter_count,
+                     parameter_count)
+from .sharding import (check_tensor_parallel, kv_head_replicas, kv_heads_per_gpu, tensor_parallel_shares,
+                       valid_tensor_parallel_degrees)
 from .units import GB
 
 __all__ = [
@@ -84,8 +89,6 @@ __all__ = [
     "compare_kv_allocation",
 ]
 
-#: vLLM's default share of GPU memory one server may use (``--gpu-memory-utilization``).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 #: Default reserve for activations and runtime, in bytes: none (gives upper bounds).
 DEFAULT_RESERVE_BYTES = 0.0
 #: vLLM's default KV-cache block size on CUDA, in tokens (``--block-size``).
@@ -100,114 +103,15 @@ def _floor(x):
     return np.floor(np.asarray(x, dtype=float) * (1.0 + _FLOOR_NUDGE))
 
 
-def _int_result(result, *inputs):
-    """A Python int when every input was scalar, else an int64 array."""
-    arr = np.asarray(result)
-    if is_scalar_input(*inputs):
-        return int(arr)
-    return arr.astype(np.int64)
-
-
 # ---------------------------------------------------------------- tensor parallelism
-
-def valid_tensor_parallel_degrees(model, max_degree: int | None = None) -> list[int]:
-    """Tensor-parallel degrees N that split ``model`` evenly, in increasing order.
-
-    N must divide the query heads H, and either divide the KV heads K
-    (each GPU holds K / N of them) or be a multiple of K (each KV head is
-    replicated on N / K GPUs). vLLM enforces the same rules.
-
-    Examples
-    --------
-    >>> valid_tensor_parallel_degrees("Llama-3.1-70B")
-    [1, 2, 4, 8, 16, 32, 64]
-    >>> valid_tensor_parallel_degrees("Qwen2.5-7B")     # 28 query heads, 4 KV heads
-    [1, 2, 4, 28]
-    """
-    model = get_model(model)
-    h, k = model.n_heads, model.n_kv_heads
-    top = h if max_degree is None else min(h, int(check_integer("max_degree", max_degree)))
-    return [n for n in range(1, top + 1) if h % n == 0 and (k % n == 0 or n % k == 0)]
-
-
-def check_tensor_parallel(model, tensor_parallel):
-    """Check that ``tensor_parallel`` splits ``model``'s heads evenly; return it as an array.
-
-    Raises
-    ------
-    ValueError
-        Naming the degree, the model's head counts and the degrees allowed.
-    """
-    model = get_model(model)
-    n = check_integer("tensor_parallel", tensor_parallel, minimum=1)
-    h, k = model.n_heads, model.n_kv_heads
-    ni = n.astype(np.int64)
-    bad = (h % ni != 0) | ((k % ni != 0) & (ni % k != 0))
-    if n.size and np.any(bad):
-        value = int(ni[bad].flat[0])
-        allowed = valid_tensor_parallel_degrees(model)
-        reason = (f"does not divide its {h} query heads" if h % value
-                  else f"neither divides its {k} KV heads nor is a multiple of them")
-        raise ValueError(
-            f"tensor_parallel = {value} cannot split {model.name}: {value} {reason}. "
-            f"Allowed degrees: {', '.join(map(str, allowed))}"
-        )
-    return n
-
-
-def kv_heads_per_gpu(model, tensor_parallel=1):
-    """KV heads each GPU holds: K / N, but never fewer than 1.
-
-    With N > K a KV head cannot be cut in half (a head is the unit attention
-    works on), so each GPU keeps one whole KV head and every head is
-    replicated on N / K GPUs (:func:`kv_head_replicas`).
-
-    Parameters
-    ----------
-    model : str or ModelConfig
-    tensor_parallel : int or array of int
-        GPUs the model is split across, N (see :func:`valid_tensor_parallel_degrees`).
-
-    Returns
-    -------
-    int or ndarray of int
-
-    Notes
-    -----
-    K_gpu = max(1, K / N). Same rule as vLLM's ``QKVParallelLinear``.
-
-    References
-    ----------
-    vLLM, ``vllm/model_executor/layers/linear.py``, ``QKVParallelLinear.__init__``
-    ("if tp_size >= total_num_kv_heads: num_kv_heads = 1; num_kv_head_replicas =
-    tp_size / total_num_kv_heads"), read 2026-11.
-
-    Examples
-    --------
-    >>> kv_heads_per_gpu("Llama-3.1-70B", 4)
-    2
-    >>> kv_heads_per_gpu("Llama-3.1-70B", [1, 8, 16])
-    array([8, 1, 1])
-    """
-    model = get_model(model)
-    n = check_tensor_parallel(model, tensor_parallel).astype(np.int64)
-    return _int_result(np.maximum(1, model.n_kv_heads // n), tensor_parallel)
-
-
-def kv_head_replicas(model, tensor_parallel=1):
-    """Copies of each KV head across the tensor-parallel group: max(1, N / K).
-
-    >>> kv_head_replicas("Llama-3.1-405B", 16)
-    2
-    """
-    model = get_model(model)
-    n = check_tensor_parallel(model, tensor_parallel).astype(np.int64)
-    return _int_result(np.maximum(1, n // model.n_kv_heads), tensor_parallel)
+# valid_tensor_parallel_degrees, check_tensor_parallel, kv_heads_per_gpu and kv_head_replicas live in
+# servingmath.sharding (the one place that decides what a GPU of a tensor-parallel group holds) and
+# are importable from here as well.
 
 
 # ---------------------------------------------------------------- KV cache bytes
 
-def kv_bytes_per_token_per_gpu(model, kv_dtype: str = "bf16", tensor_parallel=1):
+def kv_bytes_per_token_per_gpu(model, *, kv_dtype: str = "bf16", tensor_parallel=1):
     """KV-cache bytes one token adds on each GPU: 2 x L x K_gpu x d_h x b_kv.
 
     With ``tensor_parallel=1`` this is :func:`servingmath.models.kv_bytes_per_token`.
@@ -216,18 +120,17 @@ def kv_bytes_per_token_per_gpu(model, kv_dtype: str = "bf16", tensor_parallel=1)
 
     Examples
     --------
-    >>> kv_bytes_per_token_per_gpu("Llama-3.1-70B", "bf16", 8)
+    >>> kv_bytes_per_token_per_gpu("Llama-3.1-70B", tensor_parallel=8)
     40960.0
-    >>> kv_bytes_per_token_per_gpu("Llama-3.1-70B", "bf16", 16)   # not 20480: heads replicate
+    >>> kv_bytes_per_token_per_gpu("Llama-3.1-70B", tensor_parallel=16)   # not 20480: heads replicate
     40960.0
     """
     model = get_model(model)
-    k_gpu = np.asarray(kv_heads_per_gpu(model, tensor_parallel), dtype=float)
-    per_token = kv_bytes_per_token(model, kv_dtype) * k_gpu / model.n_kv_heads
-    return scalar_or_array(per_token, tensor_parallel)
+    share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[1])
+    return scalar_or_array(kv_bytes_per_token(model, kv_dtype) * share)
 
 
-def kv_bytes_per_sequence(model, context_len, kv_dtype: str = "bf16"):
+def kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16"):
     """KV-cache bytes of one sequence of ``context_len`` tokens: its whole cache, all KV heads.
 
     For one GPU's share under tensor parallelism see :func:`kv_bytes_for_batch`.
@@ -260,15 +163,15 @@ def kv_bytes_per_sequence(model, context_len, kv_dtype: str = "bf16"):
 
     Examples
     --------
-    >>> kv_bytes_per_sequence("Llama-3.1-8B", [1024, 8192], "fp8") / 2**20   # MiB
+    >>> kv_bytes_per_sequence("Llama-3.1-8B", [1024, 8192], kv_dtype="fp8") / 2**20   # MiB
     array([ 64., 512.])
     """
     model = get_model(model)
     s = check_context_len(model, context_len)
-    return scalar_or_array(s * kv_bytes_per_token(model, kv_dtype), context_len)
+    return scalar_or_array(s * kv_bytes_per_token(model, kv_dtype))
 
 
-def kv_bytes_for_batch(model, batch_size, context_len, kv_dtype: str = "bf16", tensor_parallel=1):
+def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16", tensor_parallel=1):
     """KV-cache bytes of ``batch_size`` sequences of ``context_len`` tokens, **on each GPU**.
 
     B x S x 2 x L x K_gpu x d_h x b_kv. With ``tensor_parallel=1`` it is the
@@ -284,26 +187,13 @@ def kv_bytes_for_batch(model, batch_size, context_len, kv_dtype: str = "bf16", t
     model = get_model(model)
     b = check_integer("batch_size", batch_size, minimum=0)
     s = check_context_len(model, context_len)
-    per_token = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype, tensor_parallel))
-    return scalar_or_array(b * s * per_token, batch_size, context_len, tensor_parallel)
+    per_token = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype=kv_dtype, tensor_parallel=tensor_parallel))
+    return scalar_or_array(b * s * per_token)
 
 
 # ---------------------------------------------------------------- weights
 
-def kv_projection_parameter_count(model) -> int:
-    """Parameters of the key and value projections of all layers: L x 2 x (D x K x d_h [+ K x d_h bias]).
-
-    >>> kv_projection_parameter_count("Llama-3.1-70B")
-    1342177280
-    """
-    model = get_model(model)
-    per_layer = 2 * model.hidden_size * model.n_kv_heads * model.head_dim
-    if model.qkv_bias:
-        per_layer += 2 * model.n_kv_heads * model.head_dim
-    return model.n_layers * per_layer
-
-
-def weight_bytes_per_gpu(model, weight_dtype: str = "bf16", tensor_parallel=1):
+def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1):
     """Bytes of weights each GPU holds with tensor parallelism of degree N.
 
     Parameters
@@ -328,24 +218,20 @@ def weight_bytes_per_gpu(model, weight_dtype: str = "bf16", tensor_parallel=1):
 
     Examples
     --------
-    >>> weight_bytes_per_gpu("Llama-3.1-70B", "bf16", 8) / 1e9
+    >>> weight_bytes_per_gpu("Llama-3.1-70B", tensor_parallel=8) / 1e9
     17.638426624
-    >>> round(weight_bytes_per_gpu("Llama-3.1-405B", "bf16", 16) / 1e9, 2)   # 50.73 + replicated K/V
+    >>> round(weight_bytes_per_gpu("Llama-3.1-405B", tensor_parallel=16) / 1e9, 2)   # 50.73 + replicated K/V
     51.26
     """
     model = get_model(model)
     check_dtype(weight_dtype, "weight_dtype")
-    n = check_tensor_parallel(model, tensor_parallel)
-    k_gpu = np.asarray(kv_heads_per_gpu(model, tensor_parallel), dtype=float)
-    p_kv = kv_projection_parameter_count(model)
-    p_rest = parameter_count(model) - p_kv
-    params = p_rest / n + p_kv * k_gpu / model.n_kv_heads
-    return scalar_or_array(params * bytes_per_element(weight_dtype), tensor_parallel)
+    share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[0])
+    return scalar_or_array(parameter_count(model) * bytes_per_element(weight_dtype) * share)
 
 
 # ---------------------------------------------------------------- memory budget
 
-def usable_memory(accelerator, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+def usable_memory(accelerator, *, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
                   reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None):
     """Bytes a server may fill with weights and KV cache on one GPU: u x M - R (may be negative).
 
@@ -358,27 +244,25 @@ def usable_memory(accelerator, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZA
     m = check_positive("memory_bytes", acc.memory_bytes if memory_bytes is None else memory_bytes)
     u = check_fraction("gpu_memory_utilization", gpu_memory_utilization)
     r = check_nonnegative("reserve_bytes", reserve_bytes)
-    return scalar_or_array(u * m - r, gpu_memory_utilization, reserve_bytes, memory_bytes)
+    return scalar_or_array(u * m - r)
 
 
-def _kv_budget(model, accelerator, weight_dtype, tensor_parallel, gpu_memory_utilization,
-               reserve_bytes, memory_bytes):
+def _kv_budget(dep: Deployment):
     """Signed KV budget per GPU: u M - R - W_gpu (negative: the weights do not fit)."""
-    usable = np.asarray(usable_memory(accelerator, gpu_memory_utilization, reserve_bytes, memory_bytes))
-    return usable - np.asarray(weight_bytes_per_gpu(model, weight_dtype, tensor_parallel))
+    usable = np.asarray(usable_memory(dep.accelerator, gpu_memory_utilization=dep.gpu_memory_utilization,
+                                      reserve_bytes=dep.reserve_bytes, memory_bytes=dep.memory_bytes))
+    return usable - np.asarray(weight_bytes_per_gpu(dep.model, weight_dtype=dep.weight_dtype,
+                                                    tensor_parallel=dep.tensor_parallel))
 
 
-def memory_available_for_kv(model, accelerator, weight_dtype: str = "bf16", tensor_parallel=1,
-                            gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-                            reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None):
+@deployment_function
+def memory_available_for_kv(dep: Deployment):
     """Bytes left for the KV cache on each GPU: max(0, u x M - R - W_gpu).
 
     Parameters
     ----------
-    model : str or ModelConfig
-    accelerator : str or Accelerator
-    weight_dtype : str
-    tensor_parallel : int or array of int
+    model, accelerator : or one Deployment
+    weight_dtype, tensor_parallel : deployment settings (keyword options)
     gpu_memory_utilization : float in (0, 1]
         Share u of the GPU's memory the server may use. Default 0.9, vLLM's default.
     reserve_bytes : float
@@ -417,15 +301,11 @@ def memory_available_for_kv(model, accelerator, weight_dtype: str = "bf16", tens
     ...                               reserve_bytes=(1.79 + 1.26) * GiB) / GiB, 2)
     53.29
     """
-    budget = _kv_budget(model, accelerator, weight_dtype, tensor_parallel,
-                        gpu_memory_utilization, reserve_bytes, memory_bytes)
-    return scalar_or_array(np.maximum(budget, 0.0), tensor_parallel, gpu_memory_utilization,
-                           reserve_bytes, memory_bytes)
+    return scalar_or_array(np.maximum(_kv_budget(dep), 0.0))
 
 
-def max_kv_tokens(model, accelerator, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-                  tensor_parallel=1, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-                  reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None, block_size=1):
+@deployment_function
+def max_kv_tokens(dep: Deployment, *, block_size=1):
     """Tokens of KV cache that fit: floor(M_kv / (block x kv_gpu)) x block.
 
     What vLLM logs as "GPU KV cache size: ... tokens" (it counts whole blocks
@@ -438,36 +318,26 @@ def max_kv_tokens(model, accelerator, weight_dtype: str = "bf16", kv_dtype: str 
     426784
     """
     bs = check_integer("block_size", block_size, minimum=1)
-    kv = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype, tensor_parallel))
-    avail = np.asarray(memory_available_for_kv(model, accelerator, weight_dtype, tensor_parallel,
-                                               gpu_memory_utilization, reserve_bytes, memory_bytes))
-    tokens = _floor(avail / (bs * kv)) * bs
-    return _int_result(tokens, tensor_parallel, gpu_memory_utilization, reserve_bytes,
-                       memory_bytes, block_size)
+    kv = np.asarray(kv_bytes_per_token_per_gpu(dep.model, kv_dtype=dep.kv_dtype,
+                                               tensor_parallel=dep.tensor_parallel))
+    avail = np.maximum(_kv_budget(dep), 0.0)
+    return int_or_array(_floor(avail / (bs * kv)) * bs)
 
 
-def max_batch_size(model, accelerator, context_len, weight_dtype: str = "bf16",
-                   kv_dtype: str = "bf16", tensor_parallel=1,
-                   gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-                   reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None, block_size=1):
+@deployment_function
+def max_batch_size(dep: Deployment, context_len, *, block_size=1):
     """The largest number of sequences of ``context_len`` tokens whose KV cache fits.
 
     Parameters
     ----------
-    model : str or ModelConfig
-    accelerator : str or Accelerator
+    model, accelerator : or one Deployment
     context_len : int or array of int
         Tokens each sequence holds, 1 <= S <= the model's maximum.
-    weight_dtype, kv_dtype : str
-        Storage data types of the weights and of the KV cache (default bf16).
-    tensor_parallel : int or array of int
-        N GPUs share the weights and the KV heads (default 1).
-    gpu_memory_utilization : float in (0, 1]
-        u, default 0.9 (vLLM's default).
-    reserve_bytes : float
-        R, activations and runtime per GPU, default 0 (an upper bound).
-    memory_bytes : float or None
-        M per GPU, default the catalog's capacity (spec-sheet GB, decimal).
+    weight_dtype, kv_dtype, tensor_parallel, gpu_memory_utilization, reserve_bytes, memory_bytes
+        Deployment settings (keyword options): data types (default bf16), N GPUs
+        sharing the weights and the KV heads (default 1), the share u of memory
+        (default 0.9, vLLM's), the reserve R per GPU (default 0: an upper bound)
+        and the memory M per GPU (default the catalog's, spec-sheet GB read as decimal).
     block_size : int
         Tokens per KV block (paged cache). Each sequence takes whole blocks:
         ceil(S / block) of them. Default 1: no rounding.
@@ -498,25 +368,23 @@ def max_batch_size(model, accelerator, context_len, weight_dtype: str = "bf16",
     >>> max_batch_size("Llama-3.1-70B", "H100", 8192, tensor_parallel=[2, 4, 8])
     array([  1,  54, 162])
     """
-    model = get_model(model)
-    s = check_context_len(model, context_len)
+    s = check_context_len(dep.model, context_len)
     if s.size and np.any(s < 1):
         raise ValueError(f"context_len must be >= 1 token to size a batch, got {s[s < 1].flat[0]:g}")
     bs = check_integer("block_size", block_size, minimum=1)
-    kv = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype, tensor_parallel))
-    avail = np.asarray(memory_available_for_kv(model, accelerator, weight_dtype, tensor_parallel,
-                                               gpu_memory_utilization, reserve_bytes, memory_bytes))
+    kv = np.asarray(kv_bytes_per_token_per_gpu(dep.model, kv_dtype=dep.kv_dtype,
+                                               tensor_parallel=dep.tensor_parallel))
+    avail = np.maximum(_kv_budget(dep), 0.0)
     blocks = _floor(avail / (bs * kv))
     blocks_per_sequence = np.ceil(s / bs)
-    result = _floor(blocks / blocks_per_sequence)
-    return _int_result(result, context_len, tensor_parallel, gpu_memory_utilization,
-                       reserve_bytes, memory_bytes, block_size)
+    return int_or_array(_floor(blocks / blocks_per_sequence))
 
 
-def fits(model, accelerator, context_len, batch_size=1, **kwargs):
+@deployment_function
+def fits(dep: Deployment, context_len, batch_size=1, *, block_size=1):
     """True where ``batch_size`` sequences of ``context_len`` tokens fit (weights included).
 
-    Keyword arguments are those of :func:`max_batch_size`.
+    Keyword options are those of :func:`max_batch_size`.
 
     >>> fits("Llama-3.1-405B", "H100", 8192)
     False
@@ -524,23 +392,19 @@ def fits(model, accelerator, context_len, batch_size=1, **kwargs):
     True
     """
     b = check_integer("batch_size", batch_size, minimum=1)
-    result = np.asarray(max_batch_size(model, accelerator, context_len, **kwargs)) >= b
-    if is_scalar_input(context_len, batch_size, *kwargs.values()):
-        return bool(result)
-    return result
+    result = np.asarray(max_batch_size(dep, context_len, block_size=block_size)) >= b
+    return bool(result) if result.ndim == 0 else result
 
 
 def _fmt_gb(x: float) -> str:
     return f"{x / GB:.1f} GB"
 
 
-def check_fits(model, accelerator, context_len, batch_size=1, weight_dtype: str = "bf16",
-               kv_dtype: str = "bf16", tensor_parallel=1,
-               gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-               reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None, block_size=1) -> int:
+@deployment_function
+def check_fits(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> int:
     """Raise a ``ValueError`` that names the numbers unless the batch fits; return B_max if it does.
 
-    Scalars only.
+    Scalars only (a scalar deployment).
 
     Raises
     ------
@@ -557,46 +421,41 @@ def check_fits(model, accelerator, context_len, batch_size=1, weight_dtype: str 
     ...
     ValueError: Llama-3.1-405B does not fit on H100-SXM5-80GB with tensor_parallel=1: its bf16 weights take 811.7 GB per GPU, but only 72.0 GB is usable (0.9 x 80.0 GB - 0.0 GB reserve). Smallest tensor_parallel that fits: 16; or store the weights in fewer bytes (fp8, int4).
     """
-    values = (context_len, batch_size, tensor_parallel, gpu_memory_utilization, reserve_bytes,
-              memory_bytes, block_size)
-    if not is_scalar_input(*[v for v in values if v is not None]):
+    if not dep.is_scalar or not is_scalar_input(context_len, batch_size, block_size):
         raise ValueError("check_fits takes scalars only; use fits() or max_batch_size() for arrays")
-    model = get_model(model)
-    acc = get_accelerator(accelerator)
-    options = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, tensor_parallel=tensor_parallel,
-                   gpu_memory_utilization=gpu_memory_utilization, reserve_bytes=reserve_bytes,
-                   memory_bytes=memory_bytes, block_size=block_size)
-    b_max = max_batch_size(model, acc, context_len, **options)
+    model, acc = dep.model, dep.accelerator
+    b_max = max_batch_size(dep, context_len, block_size=block_size)
     b = int(check_integer("batch_size", batch_size, minimum=1))
     if b_max >= b:
         return b_max
-    m = acc.memory_bytes if memory_bytes is None else float(memory_bytes)
-    usable = usable_memory(acc, gpu_memory_utilization, reserve_bytes, memory_bytes)
-    weights = weight_bytes_per_gpu(model, weight_dtype, tensor_parallel)
-    where = f"{model.name} does not fit on {acc.name} with tensor_parallel={int(tensor_parallel)}"
-    budget = (f"only {_fmt_gb(usable)} is usable ({float(gpu_memory_utilization):g} x "
-              f"{_fmt_gb(m)} - {_fmt_gb(float(reserve_bytes))} reserve)")
+    m = dep.memory_per_gpu
+    usable = usable_memory(acc, gpu_memory_utilization=dep.gpu_memory_utilization,
+                           reserve_bytes=dep.reserve_bytes, memory_bytes=dep.memory_bytes)
+    weights = weight_bytes_per_gpu(model, weight_dtype=dep.weight_dtype, tensor_parallel=dep.tensor_parallel)
+    where = f"{model.name} does not fit on {acc.name} with tensor_parallel={int(dep.tensor_parallel)}"
+    budget = (f"only {_fmt_gb(usable)} is usable ({float(dep.gpu_memory_utilization):g} x "
+              f"{_fmt_gb(m)} - {_fmt_gb(float(dep.reserve_bytes))} reserve)")
     try:
-        smallest = min_tensor_parallel(model, acc, context_len, batch_size=b,
-                                       **{k: v for k, v in options.items() if k != "tensor_parallel"})
+        smallest = min_tensor_parallel(dep, context_len, batch_size=b, block_size=block_size)
         advice = f"Smallest tensor_parallel that fits: {smallest}"
     except ValueError:
         advice = "No tensor-parallel degree makes it fit"
     if weights > usable:
-        raise ValueError(f"{where}: its {weight_dtype} weights take {_fmt_gb(weights)} per GPU, "
+        raise ValueError(f"{where}: its {dep.weight_dtype} weights take {_fmt_gb(weights)} per GPU, "
                          f"but {budget}. {advice}; or store the weights in fewer bytes (fp8, int4).")
-    need = kv_bytes_for_batch(model, b, context_len, kv_dtype, tensor_parallel)
+    need = kv_bytes_for_batch(model, b, context_len, kv_dtype=dep.kv_dtype, tensor_parallel=dep.tensor_parallel)
     raise ValueError(f"{where}: batch_size={b} x context_len={int(context_len)} needs "
-                     f"{_fmt_gb(need)} of {kv_dtype} KV cache per GPU, but the weights "
+                     f"{_fmt_gb(need)} of {dep.kv_dtype} KV cache per GPU, but the weights "
                      f"({_fmt_gb(weights)}) leave {_fmt_gb(usable - weights)} of the {_fmt_gb(usable)} "
                      f"usable: the largest batch is {b_max}. {advice}; or shorten the context, "
                      "or store the KV cache in fp8.")
 
 
-def min_tensor_parallel(model, accelerator, context_len, batch_size=1, **kwargs) -> int:
+@deployment_function
+def min_tensor_parallel(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> int:
     """The smallest valid tensor-parallel degree with which ``batch_size`` sequences fit.
 
-    Keyword arguments are those of :func:`max_batch_size` (except ``tensor_parallel``).
+    Keyword options are those of :func:`max_batch_size`; ``tensor_parallel`` is what it chooses.
 
     Raises
     ------
@@ -610,12 +469,10 @@ def min_tensor_parallel(model, accelerator, context_len, batch_size=1, **kwargs)
     >>> min_tensor_parallel("Llama-3.1-405B", "H100", 8192, weight_dtype="fp8")
     8
     """
-    model = get_model(model)
-    if "tensor_parallel" in kwargs:
-        raise ValueError("min_tensor_parallel chooses tensor_parallel itself; do not pass it")
+    model = dep.model
     degrees = valid_tensor_parallel_degrees(model)
-    found = np.asarray(max_batch_size(model, accelerator, context_len, tensor_parallel=degrees,
-                                      **kwargs)) >= int(check_integer("batch_size", batch_size))
+    found = np.asarray(max_batch_size(dep.replace(tensor_parallel=degrees), context_len,
+                                      block_size=block_size)) >= int(check_integer("batch_size", batch_size))
     if not np.any(found):
         raise ValueError(f"{model.name} with batch_size={batch_size} x context_len={context_len} "
                          f"does not fit at any tensor_parallel up to {degrees[-1]}")
@@ -635,10 +492,10 @@ def paged_kv_blocks(context_len, block_size=DEFAULT_BLOCK_SIZE):
     s = check_nonnegative("context_len", context_len)
     check_integer("context_len", s, minimum=0)
     bs = check_integer("block_size", block_size, minimum=1)
-    return _int_result(np.ceil(s / bs), context_len, block_size)
+    return int_or_array(np.ceil(s / bs))
 
 
-def paged_kv_bytes_per_sequence(model, context_len, kv_dtype: str = "bf16",
+def paged_kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16",
                                 block_size=DEFAULT_BLOCK_SIZE):
     """Bytes a sequence holds in a paged cache: whole blocks, ceil(S / block) x block x kv_token.
 
@@ -651,7 +508,7 @@ def paged_kv_bytes_per_sequence(model, context_len, kv_dtype: str = "bf16",
     check_context_len(model, context_len)
     blocks = np.asarray(paged_kv_blocks(context_len, block_size), dtype=float)
     result = blocks * np.asarray(block_size, dtype=float) * kv_bytes_per_token(model, kv_dtype)
-    return scalar_or_array(result, context_len, block_size)
+    return scalar_or_array(result)
 
 
 def sequences_that_fit(kv_budget_bytes, bytes_per_sequence) -> int:
@@ -667,7 +524,7 @@ def sequences_that_fit(kv_budget_bytes, bytes_per_sequence) -> int:
     return int(np.searchsorted(np.cumsum(sizes) * (1.0 - _FLOOR_NUDGE), budget, side="right"))
 
 
-def compare_kv_allocation(model, context_lens, kv_budget_bytes, reserved_len,
+def compare_kv_allocation(model, context_lens, kv_budget_bytes, reserved_len, *,
                           kv_dtype: str = "bf16", block_size=DEFAULT_BLOCK_SIZE) -> dict:
     """Sequences that fit when each reserves ``reserved_len`` tokens, versus paged and exact allocation.
 
@@ -710,7 +567,7 @@ def compare_kv_allocation(model, context_lens, kv_budget_bytes, reserved_len,
     budget = float(check_nonnegative("kv_budget_bytes", kv_budget_bytes))
     per_token = kv_bytes_per_token(model, kv_dtype)
     exact = lens * per_token
-    paged = np.asarray(paged_kv_bytes_per_sequence(model, lens, kv_dtype, block_size))
+    paged = np.asarray(paged_kv_bytes_per_sequence(model, lens, kv_dtype=kv_dtype, block_size=block_size))
     n_reserved = min(lens.size, int(_floor(budget / (reserved * per_token))))
     n_paged = sequences_that_fit(budget, paged)
     n_exact = sequences_that_fit(budget, exact)

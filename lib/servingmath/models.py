@@ -52,6 +52,13 @@ __all__ = [
     "kv_bytes_per_token",
     "flops_per_token",
     "check_context_len",
+    "input_embedding_parameter_count",
+    "lm_head_parameter_count",
+    "matmul_parameter_count",
+    "body_parameter_count",
+    "kv_projection_parameter_count",
+    "expert_parameter_split",
+    "attention_flops_per_pair",
 ]
 
 
@@ -358,6 +365,103 @@ def check_context_len(model, context_len, name: str = "context_len"):
     return arr
 
 
+def input_embedding_parameter_count(model) -> int:
+    """Parameters of the input embedding table, V x D (the LM head's too when tied).
+
+    A forward pass *gathers* one row of this table per token; it never streams
+    the table, so a step reads T x D of it, not V x D (chapter "Decode").
+
+    >>> input_embedding_parameter_count("Llama-3.1-8B")
+    525336576
+    """
+    model = get_model(model)
+    return model.vocab_size * model.hidden_size
+
+
+def lm_head_parameter_count(model) -> int:
+    """Weights of the LM head, V x D: multiplied at every position that emits logits (tied or not).
+
+    >>> lm_head_parameter_count("Llama-2-7B")
+    131072000
+    """
+    model = get_model(model)
+    return model.vocab_size * model.hidden_size
+
+
+def matmul_parameter_count(model) -> int:
+    """Parameters that take part in matmuls per token: active parameters minus the input
+    embedding (a table look-up), plus the LM head when tied (it still multiplies).
+
+    Derived in the chapter "Rooflines" (2 FLOPs per parameter per token).
+
+    >>> matmul_parameter_count("Llama-2-7B")
+    6607343616
+    """
+    model = get_model(model)
+    p = active_parameter_count(model) - model.vocab_size * model.hidden_size
+    if model.tied_embeddings:
+        p += model.vocab_size * model.hidden_size
+    return p
+
+
+def body_parameter_count(model) -> int:
+    """P_body: the weights every token is multiplied by in the transformer blocks.
+
+    :func:`matmul_parameter_count` minus the LM head (active experts only, for
+    MoE). Derived in the chapter "Prefill".
+
+    >>> body_parameter_count("Llama-2-7B")
+    6476271616
+    """
+    return matmul_parameter_count(model) - lm_head_parameter_count(model)
+
+
+def kv_projection_parameter_count(model) -> int:
+    """Parameters of the key and value projections of all layers: L x 2 x (D x K x d_h [+ K x d_h bias]).
+
+    These are the weights that tensor parallelism must replicate once N > K
+    (chapter "Tensor parallelism").
+
+    >>> kv_projection_parameter_count("Llama-3.1-70B")
+    1342177280
+    """
+    model = get_model(model)
+    per_layer = 2 * model.hidden_size * model.n_kv_heads * model.head_dim
+    if model.qkv_bias:
+        per_layer += 2 * model.n_kv_heads * model.head_dim
+    return model.n_layers * per_layer
+
+
+def expert_parameter_split(model) -> tuple[int, int]:
+    """(parameters outside the experts, parameters of one expert summed over the layers).
+
+    Every parameter is in exactly one of: the shared part (embeddings, LM head,
+    attention, norms, routers) or one of the E experts, so
+    ``shared + E x per_expert == parameter_count(model)``. A dense model is one
+    expert. Derived in the chapter "Mixture of experts".
+
+    >>> expert_parameter_split("Mixtral-8x7B")
+    (1605636096, 5637144576)
+    """
+    model = get_model(model)
+    block, expert = _layer_parameters(model)
+    embed, head = _embedding_parameters(model)
+    return model.n_layers * block + embed + head, model.n_layers * expert
+
+
+def attention_flops_per_pair(model) -> float:
+    """FLOPs of one (query, key) pair of attention summed over layers and query heads: 4 L H d_h.
+
+    q k^T and p v are two multiply-adds per element of a head, two FLOPs each
+    (chapter "Rooflines").
+
+    >>> attention_flops_per_pair("Llama-3.1-8B")
+    524288.0
+    """
+    model = get_model(model)
+    return 4.0 * model.n_layers * model.n_heads * model.head_dim
+
+
 def flops_per_token(model, context_len=0):
     """Forward-pass FLOPs for one token that attends to ``context_len`` earlier tokens.
 
@@ -373,8 +477,6 @@ def flops_per_token(model, context_len=0):
     """
     model = get_model(model)
     context = check_context_len(model, context_len)
-    matmul_params = active_parameter_count(model) - model.vocab_size * model.hidden_size
-    if model.tied_embeddings:  # the LM head reuses the embedding matrix but still multiplies
-        matmul_params += model.vocab_size * model.hidden_size
-    attention = 4.0 * model.n_layers * model.n_heads * model.head_dim * context
-    return scalar_or_array(2.0 * matmul_params + attention, context_len)
+    matmul_params = matmul_parameter_count(model)
+    attention = attention_flops_per_pair(model) * context
+    return scalar_or_array(2.0 * matmul_params + attention)

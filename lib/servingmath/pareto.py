@@ -39,6 +39,7 @@ import numpy as np
 from ._validation import as_array, check_choice, check_integer
 from .datatypes import check_dtype
 from .decode import decode_step_time
+from .deployment import DEPLOYMENT_OPTIONS, Deployment, auto_compute_dtype, deployment_function
 from .hardware import get_accelerator
 from .memory import DEFAULT_GPU_MEMORY_UTILIZATION, max_batch_size
 from .models import get_model
@@ -184,6 +185,7 @@ def pareto_front(x, y, sense=("min", "max"), significant_digits=None) -> np.ndar
 def compute_dtype_for(weight_dtype: str, accelerator) -> str:
     """The matmul data type a server would use for weights stored in ``weight_dtype``.
 
+    :func:`servingmath.deployment.auto_compute_dtype` (``compute_dtype="auto"``):
     fp8 weights compute in fp8 where the accelerator has fp8 tensor cores
     (H100, H200, L40S, MI300X: "W8A8-FP8"); everything else is weight-only
     quantisation that dequantises to bf16 and computes in bf16 (int8/int4
@@ -192,23 +194,19 @@ def compute_dtype_for(weight_dtype: str, accelerator) -> str:
     >>> compute_dtype_for("fp8", "H100"), compute_dtype_for("fp8", "A100"), compute_dtype_for("int4", "H100")
     ('fp8', 'bf16', 'bf16')
     """
-    check_dtype(weight_dtype, "weight_dtype")
-    acc = get_accelerator(accelerator)
-    if weight_dtype == "fp8" and "fp8" in acc.dense_flops:
-        return "fp8"
-    return "bf16"
+    return auto_compute_dtype(weight_dtype, get_accelerator(accelerator))
 
 
-def decode_curve(model, accelerator, batch_sizes, context_len, tensor_parallel=1, **kwargs) -> dict:
+@deployment_function
+def decode_curve(dep: Deployment, batch_sizes, context_len) -> dict:
     """The decode trade-off curve of one configuration as B sweeps: (TPOT(B), throughput(B)).
 
     Parameters
     ----------
-    model, accelerator, context_len, tensor_parallel
-        As in :func:`servingmath.decode.decode_step_time`.
+    model, accelerator : or one Deployment
     batch_sizes : array of int
-    **kwargs
-        Other keyword arguments of ``decode_step_time`` (data types, mfu, mbu, overlap).
+    context_len : int
+    Deployment settings as keyword options (data types, tensor_parallel, mfu, mbu, overlap, ...).
 
     Returns
     -------
@@ -220,17 +218,17 @@ def decode_curve(model, accelerator, batch_sizes, context_len, tensor_parallel=1
     --------
     >>> c = decode_curve("Llama-3.1-8B", "H100", [1, 64], 2048)
     >>> [round(float(t) * 1e3, 2) for t in c["tpot"]], [round(float(x)) for x in c["throughput"]]
-    ([4.87, 9.92], [205, 6450])
+    ([4.56, 9.61], [219, 6660])
     """
     b = check_integer("batch_sizes", np.atleast_1d(batch_sizes), minimum=1)
-    n = float(check_integer("tensor_parallel", tensor_parallel, minimum=1))
-    t = np.asarray(decode_step_time(model, accelerator, b, context_len,
-                                    tensor_parallel=tensor_parallel, **kwargs), dtype=float)
+    n = np.asarray(dep.tensor_parallel, dtype=float)
+    t = np.asarray(decode_step_time(dep, b, context_len), dtype=float)
     return {"batch_size": b.astype(np.int64), "tpot": t, "throughput": b / t,
             "throughput_per_gpu": b / t / n}
 
 
-def prefill_curve(model, accelerator, prompt_len, batch_sizes, tensor_parallel=1, **kwargs) -> dict:
+@deployment_function
+def prefill_curve(dep: Deployment, prompt_len, batch_sizes) -> dict:
     """The prefill trade-off as the number of prompts batched together sweeps.
 
     A batch of B prompts finishes its prefill together, so every prompt's first
@@ -249,10 +247,9 @@ def prefill_curve(model, accelerator, prompt_len, batch_sizes, tensor_parallel=1
     ([30.0, 240.1], [68249, 68249])
     """
     b = check_integer("batch_sizes", np.atleast_1d(batch_sizes), minimum=1)
-    n = float(check_integer("tensor_parallel", tensor_parallel, minimum=1))
+    n = np.asarray(dep.tensor_parallel, dtype=float)
     lp = float(check_integer("prompt_len", prompt_len, minimum=1))
-    t = np.asarray(prefill_time(model, accelerator, prompt_len, batch_size=b,
-                                tensor_parallel=tensor_parallel, **kwargs), dtype=float)
+    t = np.asarray(prefill_time(dep, prompt_len, batch_size=b), dtype=float)
     return {"batch_size": b.astype(np.int64), "ttft": t, "throughput": b * lp / t,
             "throughput_per_gpu": b * lp / t / n}
 
@@ -266,10 +263,10 @@ def _names(name, value):
     return value
 
 
-def decode_design_space(models, accelerators, batch_sizes, context_len, tensor_parallel=(1,),
+def decode_design_space(models, accelerators, batch_sizes, context_len, *, tensor_parallel=(1,),
                         weight_dtypes=("bf16",), kv_dtypes=("bf16",),
                         gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-                        include_infeasible: bool = False, **kwargs) -> dict:
+                        include_infeasible: bool = False, **options) -> dict:
     """Every decode configuration of a design space, with its TPOT and throughput per GPU.
 
     The space is the product models x accelerators x weight data types x KV
@@ -292,8 +289,8 @@ def decode_design_space(models, accelerators, batch_sizes, context_len, tensor_p
         Share of each GPU's memory for weights and KV cache (vLLM's default 0.9).
     include_infeasible : bool
         Keep points whose KV cache does not fit (``fits`` is then False for them).
-    **kwargs
-        ``mfu``, ``mbu``, ``overlap``, ``allreduce_latency`` for ``decode_step_time``.
+    **options
+        Other deployment settings (``mfu``, ``mbu``, ``overlap``, ``allreduce_latency``, ...).
 
     Returns
     -------
@@ -308,6 +305,12 @@ def decode_design_space(models, accelerators, batch_sizes, context_len, tensor_p
     >>> s["tensor_parallel"].tolist(), s["batch_size"].tolist()   # TP 1 does not fit 141 GB
     ([4, 4], [1, 64])
     """
+    for name in options:
+        if name not in DEPLOYMENT_OPTIONS or name in ("weight_dtype", "kv_dtype", "compute_dtype",
+                                                       "tensor_parallel", "gpu_memory_utilization"):
+            raise ValueError(f"unknown or duplicated option {name!r} for decode_design_space; allowed: "
+                             + ", ".join(sorted(DEPLOYMENT_OPTIONS - {"weight_dtype", "kv_dtype", "compute_dtype",
+                                                                        "tensor_parallel", "gpu_memory_utilization"})))
     b = check_integer("batch_sizes", np.atleast_1d(batch_sizes), minimum=1).astype(np.int64)
     tps = check_integer("tensor_parallel", np.atleast_1d(tensor_parallel), minimum=1).astype(np.int64)
     columns = {k: [] for k in ["model", "accelerator", "weight_dtype", "kv_dtype", "tensor_parallel",
@@ -338,7 +341,7 @@ def decode_design_space(models, accelerators, batch_sizes, context_len, tensor_p
                     bb, nn = grid_b[keep], grid_n[keep]
                     t = np.asarray(decode_step_time(model, acc, bb, context_len, weight_dtype=wd,
                                                     kv_dtype=kd, compute_dtype=compute,
-                                                    tensor_parallel=nn, **kwargs), dtype=float)
+                                                    tensor_parallel=nn, **options), dtype=float)
                     m = bb.size
                     columns["model"].append(np.full(m, model.name, dtype=object))
                     columns["accelerator"].append(np.full(m, acc.name, dtype=object))

@@ -16,6 +16,10 @@ scheme says otherwise.
 What each byte does to a decode step (chapter "Quantization: fewer bytes, more
 tokens" derives all of it):
 
+Every function takes a model and an accelerator (or a Deployment), then its
+own arguments, then ``scheme=`` and the other deployment settings as keyword
+options; the scheme sets the deployment's three data types.
+
 * the TPOT floor (batch 1) is the weight read, P_w b_w / W, plus one cache:
   it falls with b_w (:func:`tpot_floor`);
 * the knee B* = T_w / c_lin = (F / W) x (P_w / P) x b_w / 2 falls with b_w
@@ -35,9 +39,9 @@ Examples
 --------
 >>> get_scheme("W4A16")
 Scheme(name='W4A16', weight_dtype='int4', kv_dtype='bf16', compute_dtype='bf16')
->>> round(scheme_step_time("Llama-3.1-8B", "H100", 1, 0, "W4A16") * 1e3, 2)   # ms: 4.0 GB / 3.35 TB/s
-1.2
->>> max_batch_at_tpot_slo(0.050, "Llama-3.1-8B", "H100", 4096, "W16A16+KV8")
+>>> round(scheme_step_time("Llama-3.1-8B", "H100", 1, 0, scheme="W4A16") * 1e3, 2)   # ms: 3.75 GB / 3.35 TB/s
+1.12
+>>> max_batch_at_tpot_slo("Llama-3.1-8B", "H100", 4096, tpot_slo=0.050, scheme="W16A16+KV8")
 208
 """
 
@@ -47,15 +51,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import (check_fraction, check_integer, check_nonnegative,
-                          check_positive, is_scalar_input, scalar_or_array, unknown_name)
+from ._validation import (check_fraction, check_integer, check_positive, check_scalar, scalar_or_array,
+                          unknown_name)
 from .datatypes import bytes_per_element, check_dtype
 from .decode import decode_step_time, knee_batch_size
+from .deployment import Deployment, deployment_function
 from .hardware import get_accelerator
 from .memory import (DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_RESERVE_BYTES, kv_bytes_per_token_per_gpu,
                      max_batch_size, usable_memory, weight_bytes_per_gpu)
 from .models import check_context_len, get_model, parameter_count
-from .parallelism import tensor_parallel_communication_time
+from .slo import binding_limit, max_batch_for_tpot
 
 __all__ = [
     "Scheme",
@@ -72,6 +77,7 @@ __all__ = [
     "throughput_at_tpot_slo",
     "compare_schemes",
     "checkpoint_weight_bytes",
+    "with_scheme",
 ]
 
 
@@ -118,10 +124,6 @@ class Scheme:
     def bytes_per_kv_element(self) -> float:
         return bytes_per_element(self.kv_dtype)
 
-
-# max_batch_at_tpot_slo tabulates T(B) for every B up to this memory wall (one vectorised call,
-# a few hundred KiB) and bisects above it
-_TABULATE_UP_TO = 1 << 16
 
 _BASE = {  # name -> (weight_dtype, compute_dtype)
     "W16A16": ("bf16", "bf16"),
@@ -183,21 +185,32 @@ def _supports(acc, scheme: Scheme) -> None:
                          f"scheme, e.g. one of {', '.join(default_schemes(acc))}") from None
 
 
-def scheme_step_time(model, accelerator, batch_size, context_len, scheme="W16A16", tensor_parallel=1,
-                     mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0,
-                     allreduce_dtype="bf16"):
+def with_scheme(dep: Deployment, scheme) -> Deployment:
+    """The deployment with a scheme's three data types (checked against the accelerator).
+
+    >>> from servingmath.deployment import Deployment
+    >>> with_scheme(Deployment.build("Llama-3.1-8B", "H100"), "W8A8-FP8").compute_dtype
+    'fp8'
+    """
+    s = get_scheme(scheme)
+    if dep.accelerator is not None:
+        _supports(dep.accelerator, s)
+    return dep.replace(**s.dtypes)
+
+
+@deployment_function
+def scheme_step_time(dep: Deployment, batch_size, context_len, *, scheme="W16A16"):
     """Seconds per decode step (the TPOT) of ``batch_size`` sequences under a quantization scheme.
 
     Parameters
     ----------
-    model, accelerator, batch_size, context_len, tensor_parallel, mfu, mbu, overlap, allreduce_latency
+    model, accelerator : or one Deployment
+    batch_size, context_len
         As in :func:`servingmath.decode.decode_step_time`.
     scheme : str or Scheme
         Sets ``weight_dtype``, ``kv_dtype`` and ``compute_dtype`` (see :data:`SCHEMES`).
-    allreduce_dtype : str
-        Data type of the activations the tensor-parallel all-reduces carry.
-        Default bf16: fp8 and int8 GEMMs write bf16 outputs, which are what
-        the all-reduce sums (passed on to ``decode_step_time``).
+    Other deployment settings as keyword options. The all-reduces carry bf16
+    activations by default (``allreduce_dtype``): fp8 and int8 GEMMs write bf16 outputs.
 
     Returns
     -------
@@ -208,39 +221,34 @@ def scheme_step_time(model, accelerator, batch_size, context_len, scheme="W16A16
     Hybrid: T(B) = max(P_w b_w / W, 2 P B / F_c) + max(B S k / W, 4 L H d_h S B / F_c) + T_comm,
     every term divided by N, with k = 2 L K d_h b_kv, F_c the peak of the
     compute dtype (times MFU) and W the bandwidth (times MBU). Dequantization
-    costs inside the kernels are not modelled.
+    costs inside the kernels are not modelled. Derived in the chapter "Quantization".
 
     Examples
     --------
-    >>> round(scheme_step_time("Llama-3.1-8B", "H100", 64, 4096, "W16A16") * 1e3, 2)
-    15.05
-    >>> round(scheme_step_time("Llama-3.1-8B", "H100", 64, 4096, "W4A16+KV8") * 1e3, 2)
-    6.33
+    >>> round(scheme_step_time("Llama-3.1-8B", "H100", 64, 4096, scheme="W16A16") * 1e3, 2)
+    14.74
+    >>> round(scheme_step_time("Llama-3.1-8B", "H100", 64, 4096, scheme="W4A16+KV8") * 1e3, 2)
+    6.25
     """
-    s = get_scheme(scheme)
-    acc = get_accelerator(accelerator)
-    _supports(acc, s)
-    check_dtype(allreduce_dtype, "allreduce_dtype")
-    t = decode_step_time(model, acc, batch_size, context_len, tensor_parallel=tensor_parallel, mfu=mfu,
-                         mbu=mbu, overlap=overlap, allreduce_latency=allreduce_latency,
-                         allreduce_dtype=allreduce_dtype, **s.dtypes)
-    return scalar_or_array(t, batch_size, context_len, tensor_parallel, mfu, mbu)
+    return decode_step_time(with_scheme(dep, scheme), batch_size, context_len)
 
 
-def tpot_floor(model, accelerator, context_len, scheme="W16A16", **kwargs):
+@deployment_function
+def tpot_floor(dep: Deployment, context_len, *, scheme="W16A16"):
     """The fastest TPOT a scheme allows: the step time at batch 1, in seconds.
 
     At batch 1 a decode step is bound by the bytes it reads, so the floor is
     about (P_w b_w + S k) / W: halving b_w nearly halves it (at short contexts).
-    Keyword arguments are those of :func:`scheme_step_time`.
+    Derived in the chapter "Quantization".
 
-    >>> round(tpot_floor("Llama-3.1-70B", "H100", 4096, "W4A16", tensor_parallel=4) * 1e3, 2)
-    2.74
+    >>> round(tpot_floor("Llama-3.1-70B", "H100", 4096, scheme="W4A16", tensor_parallel=4) * 1e3, 2)
+    2.7
     """
-    return scheme_step_time(model, accelerator, 1, context_len, scheme, **kwargs)
+    return decode_step_time(with_scheme(dep, scheme), 1, context_len)
 
 
-def scheme_knee(model, accelerator, scheme="W16A16", context_len=0, mfu=1.0, mbu=1.0, overlap="hybrid"):
+@deployment_function
+def scheme_knee(dep: Deployment, context_len=0, *, scheme="W16A16"):
     """The knee B* of decode under a scheme (:func:`servingmath.decode.knee_batch_size`).
 
     Notes
@@ -248,35 +256,32 @@ def scheme_knee(model, accelerator, scheme="W16A16", context_len=0, mfu=1.0, mbu
     Hybrid: B* = T_w / c_lin = (P_w b_w / W) / (2 P / F_c) = ridge(F_c) x (P_w / P) x b_w / 2,
     independent of the context and of the KV data type. Weight-only 8-bit
     halves it, int4 quarters it; W8A8 (F_c doubled, b_w halved) leaves it where
-    bf16 had it.
+    bf16 had it. Derived in the chapter "Quantization".
 
     Examples
     --------
-    >>> [round(scheme_knee("Llama-3.1-8B", "H100", s), 1) for s in ("W16A16", "W4A16", "W8A8-FP8")]
-    [316.0, 79.0, 316.0]
+    >>> [round(scheme_knee("Llama-3.1-8B", "H100", scheme=s), 1) for s in ("W16A16", "W4A16", "W8A8-FP8")]
+    [295.3, 73.8, 295.3]
     """
-    s = get_scheme(scheme)
-    acc = get_accelerator(accelerator)
-    _supports(acc, s)
-    return knee_batch_size(model, acc, context_len, s.weight_dtype, s.kv_dtype, s.compute_dtype,
-                           mfu=mfu, mbu=mbu, overlap=overlap)
+    return knee_batch_size(with_scheme(dep, scheme), context_len)
 
 
-def scheme_max_batch(model, accelerator, context_len, scheme="W16A16", tensor_parallel=1, **kwargs):
+@deployment_function
+def scheme_max_batch(dep: Deployment, context_len, *, scheme="W16A16", block_size=1):
     """The memory wall under a scheme: :func:`servingmath.memory.max_batch_size` with its dtypes.
 
-    B_mem = floor((u M - P_w b_w / N) / (S k / N)); keyword arguments are those of
-    :func:`~servingmath.memory.max_batch_size` (``gpu_memory_utilization``, ``reserve_bytes``...).
+    B_mem = floor((u M - P_w b_w / N) / (S k / N)); the memory settings
+    (``gpu_memory_utilization``, ``reserve_bytes``, ...) are deployment options.
+    Derived in the chapter "Quantization".
 
-    >>> [scheme_max_batch("Llama-3.1-8B", "H100", 4096, s) for s in ("W16A16", "W4A16", "W16A16+KV8")]
+    >>> [scheme_max_batch("Llama-3.1-8B", "H100", 4096, scheme=s) for s in ("W16A16", "W4A16", "W16A16+KV8")]
     [104, 126, 208]
     """
     s = get_scheme(scheme)
-    return max_batch_size(model, accelerator, context_len, s.weight_dtype, s.kv_dtype,
-                          tensor_parallel, **kwargs)
+    return max_batch_size(dep.replace(**s.dtypes), context_len, block_size=block_size)
 
 
-def memory_sweep_time(accelerator, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+def memory_sweep_time(accelerator, *, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
                       reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None, mbu=1.0):
     """Seconds to read once all the memory a server may fill: (u M - R) / (W x MBU).
 
@@ -284,7 +289,8 @@ def memory_sweep_time(accelerator, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTI
     every cache, i.e. (almost) all of that memory, so its TPOT is this time
     **whatever the data types**: quantization changes how many sequences share
     the sweep, not how long it takes. A TPOT SLO above it cannot bind before
-    the memory wall does (while the step stays bandwidth-bound).
+    the memory wall does (while the step stays bandwidth-bound). Derived in the
+    chapter "Quantization".
 
     Examples
     --------
@@ -293,117 +299,80 @@ def memory_sweep_time(accelerator, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTI
     """
     acc = get_accelerator(accelerator)
     u = check_fraction("mbu", mbu)
-    usable = usable_memory(acc, gpu_memory_utilization, reserve_bytes, memory_bytes)
-    return scalar_or_array(np.asarray(usable) / (acc.memory_bandwidth * u), gpu_memory_utilization,
-                           reserve_bytes, memory_bytes, mbu)
+    usable = usable_memory(acc, gpu_memory_utilization=gpu_memory_utilization, reserve_bytes=reserve_bytes,
+                           memory_bytes=memory_bytes)
+    return scalar_or_array(np.asarray(usable) / (acc.memory_bandwidth * u))
 
 
-def tokens_per_byte(model, batch_size, context_len, scheme="W16A16", tensor_parallel=1):
+def tokens_per_byte(model, batch_size, context_len, *, scheme="W16A16", tensor_parallel=1):
     """Output tokens per byte a decode step reads from each GPU's memory: B / (W_gpu + B S k_gpu).
 
     In the bandwidth-bound regime the throughput is W x MBU x this ratio, so
     at a fixed step time (a TPOT SLO) fewer bytes per weight or per KV element
-    mean more tokens. With one GPU, W_gpu = P_w b_w and k_gpu = k = 2 L K d_h b_kv;
-    with tensor parallelism, each GPU's shares (:func:`servingmath.memory.weight_bytes_per_gpu`,
-    :func:`servingmath.memory.kv_bytes_per_token_per_gpu`).
+    mean more tokens. W_gpu is what one GPU reads of the weights (the input
+    embedding table is gathered, not read: :mod:`servingmath.step`) and k_gpu
+    its share of a token's KV. Derived in the chapter "Quantization".
 
     Examples
     --------
-    >>> round(tokens_per_byte("Llama-3.1-8B", 64, 4096, "W16A16") * 1e9, 2)    # tokens per GB
-    1.27
-    >>> round(tokens_per_byte("Llama-3.1-8B", 64, 4096, "W4A16+KV8") * 1e9, 2)
-    3.02
+    >>> round(tokens_per_byte("Llama-3.1-8B", 64, 4096, scheme="W16A16") * 1e9, 2)    # tokens per GB
+    1.3
+    >>> round(tokens_per_byte("Llama-3.1-8B", 64, 4096, scheme="W4A16+KV8") * 1e9, 2)
+    3.06
     """
+    from .step import Iteration, iteration_work
+
     s = get_scheme(scheme)
     model = get_model(model)
     b = check_integer("batch_size", batch_size, minimum=1)
-    ctx = check_context_len(model, context_len)
-    moved = (np.asarray(weight_bytes_per_gpu(model, s.weight_dtype, tensor_parallel))
-             + b * ctx * np.asarray(kv_bytes_per_token_per_gpu(model, s.kv_dtype, tensor_parallel)))
-    return scalar_or_array(b / moved, batch_size, context_len, tensor_parallel)
+    check_context_len(model, context_len)
+    dep = Deployment(model=model, accelerator=None, tensor_parallel=tensor_parallel, **s.dtypes)
+    work = iteration_work(dep, Iteration.decode(model, sequences=b, context_len=context_len))
+    return scalar_or_array(b / np.asarray(work.memory_bytes))
 
 
-def _memory_wall(model, accelerator, context_len, scheme, tensor_parallel, memory_kwargs):
-    return int(scheme_max_batch(model, accelerator, context_len, scheme, tensor_parallel, **memory_kwargs))
-
-
-def max_batch_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme="W16A16", tensor_parallel=1,
-                          max_batch=None, mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0,
-                          allreduce_dtype="bf16", gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-                          reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None):
+@deployment_function
+def max_batch_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W16A16", max_batch=None):
     """The operating batch under a TPOT SLO: the largest B that fits in memory with T(B) <= tau.
 
     B_op = min(B_SLO, B_mem), with B_SLO the largest batch whose step time
     (:func:`scheme_step_time`) meets ``tpot_slo`` and B_mem the memory wall
-    (:func:`scheme_max_batch`), unless ``max_batch`` gives another cap.
+    (:func:`scheme_max_batch`), unless ``max_batch`` gives another cap:
+    :func:`servingmath.slo.max_batch_for_tpot` (the library's one search) with
+    the memory wall as its cap.
 
     Parameters
     ----------
+    model, accelerator : or one Deployment
+    context_len : int
+        A scalar.
     tpot_slo : float or array
         tau in seconds (an array gives one batch per target).
-    model, accelerator, context_len, scheme, tensor_parallel, mfu, mbu, overlap, allreduce_latency, allreduce_dtype
-        As in :func:`scheme_step_time` (``context_len`` a scalar).
+    scheme : str or Scheme
     max_batch : int, optional
         The cap; default the memory wall under the scheme.
-    gpu_memory_utilization, reserve_bytes, memory_bytes
-        For the memory wall, as in :func:`servingmath.memory.max_batch_size`.
 
     Returns
     -------
     int or ndarray of int
         0 when not one sequence fits, or when one sequence already misses tau.
-
-    Notes
-    -----
-    T is non-decreasing in B, so B_SLO is the number of batches 1..cap whose T
-    meets tau: one vectorised evaluation of T(1..cap), or bisection on whole
-    batches when the wall is above 65,536. Either way it covers tensor
-    parallelism with bf16 all-reduces too. For one GPU it equals
-    :func:`servingmath.slo.max_batch_for_tpot` with ``max_batch`` = the wall
-    (the test suite checks it).
+        Derived in the chapter "Quantization".
 
     Examples
     --------
-    >>> max_batch_at_tpot_slo(0.050, "Llama-3.1-70B", "A100", 4096, "W4A16", tensor_parallel=4)
+    >>> max_batch_at_tpot_slo("Llama-3.1-70B", "A100", 4096, tpot_slo=0.050, scheme="W4A16", tensor_parallel=4)
     172
-    >>> max_batch_at_tpot_slo(0.050, "Llama-3.1-70B", "A100", 4096, "W8A8-INT8", tensor_parallel=4)
+    >>> max_batch_at_tpot_slo("Llama-3.1-70B", "A100", 4096, tpot_slo=0.050, scheme="W8A8-INT8", tensor_parallel=4)
     162
     """
-    tau = check_positive("tpot_slo", tpot_slo)
-    if np.ndim(context_len) != 0:
-        raise ValueError(f"context_len must be a single number here, got {context_len!r}")
-    if max_batch is None:
-        cap = _memory_wall(model, accelerator, context_len, scheme, tensor_parallel,
-                           dict(gpu_memory_utilization=gpu_memory_utilization, reserve_bytes=reserve_bytes,
-                                memory_bytes=memory_bytes))
-    else:
-        cap = int(check_integer("max_batch", max_batch, minimum=0))
-    step = dict(mfu=mfu, mbu=mbu, overlap=overlap, allreduce_latency=allreduce_latency,
-                allreduce_dtype=allreduce_dtype)
-    if cap <= _TABULATE_UP_TO:
-        # T(1..cap) in one vectorised call; T is non-decreasing in B, so the number of batches
-        # meeting tau is where tau would be inserted on the right
-        times = np.asarray(scheme_step_time(model, accelerator, np.arange(1, cap + 1), context_len, scheme,
-                                            tensor_parallel, **step), dtype=float).reshape(-1)
-        lo = np.searchsorted(times, np.asarray(tau, dtype=float), side="right").astype(np.int64)
-        return int(lo) if np.ndim(tpot_slo) == 0 else lo
-    # a huge memory wall: bisection on whole batches, one per target: T(lo) <= tau < T(hi), with
-    # lo = 0 and hi = cap + 1 as sentinels that are never evaluated
-    lo = np.zeros(np.shape(tau), dtype=np.int64)
-    hi = np.full(np.shape(tau), cap + 1, dtype=np.int64)
-    while np.any(hi - lo > 1):
-        active = hi - lo > 1
-        mid = (lo + hi) // 2
-        t = scheme_step_time(model, accelerator, np.maximum(mid, 1), context_len, scheme, tensor_parallel,
-                             **step)
-        meets = np.asarray(t) <= tau
-        lo = np.where(active & meets, mid, lo)
-        hi = np.where(active & ~meets, mid, hi)
-    return int(lo) if np.ndim(tpot_slo) == 0 else lo
+    check_scalar("context_len", context_len)
+    dep = with_scheme(dep, scheme)
+    cap = int(max_batch_size(dep, context_len)) if max_batch is None else max_batch
+    return max_batch_for_tpot(dep, context_len, tpot_slo=tpot_slo, max_batch=cap, method="numeric")
 
 
-def throughput_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme="W16A16", tensor_parallel=1,
-                           **kwargs):
+@deployment_function
+def throughput_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W16A16", max_batch=None):
     """Output tokens/s of the instance at the best batch that meets the TPOT SLO and fits in memory.
 
     X(tau) = B_op / T(B_op), with B_op from :func:`max_batch_at_tpot_slo`; 0 where
@@ -417,52 +386,42 @@ def throughput_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme="W1
     that is W x tokens per byte read. Compute-bound (past the knee):
     X = 1 / (2 P / F_c + S k / W), independent of b_w. At the memory wall:
     X = B_mem / T(B_mem), about B_mem x W / (u M) while bandwidth-bound.
+    Derived in the chapter "Quantization".
 
     Examples
     --------
-    >>> [round(throughput_at_tpot_slo(0.050, "Llama-3.1-8B", "H100", 4096, s))
+    >>> [round(throughput_at_tpot_slo("Llama-3.1-8B", "H100", 4096, tpot_slo=0.050, scheme=s))
     ...  for s in ("W16A16", "W4A16", "W16A16+KV8")]
-    [4846, 5700, 9692]
+    [4918, 5700, 9835]
     """
-    keys = ("max_batch", "mfu", "mbu", "overlap", "allreduce_latency", "allreduce_dtype",
-            "gpu_memory_utilization", "reserve_bytes", "memory_bytes")
-    unknown = sorted(set(kwargs) - set(keys))
-    if unknown:
-        raise ValueError(f"unknown keyword argument(s) {', '.join(unknown)}; allowed: {', '.join(keys)}")
-    b = np.asarray(max_batch_at_tpot_slo(tpot_slo, model, accelerator, context_len, scheme, tensor_parallel,
-                                         **kwargs))
-    step = {k: kwargs[k] for k in ("mfu", "mbu", "overlap", "allreduce_latency", "allreduce_dtype")
-            if k in kwargs}
+    b = np.asarray(max_batch_at_tpot_slo(dep, context_len, tpot_slo=tpot_slo, scheme=scheme, max_batch=max_batch))
     safe = np.maximum(b, 1)
-    t = np.asarray(scheme_step_time(model, accelerator, safe, context_len, scheme, tensor_parallel, **step))
-    x = np.where(b > 0, b / t, 0.0)
-    return scalar_or_array(x, tpot_slo)
+    t = np.asarray(scheme_step_time(dep, safe, context_len, scheme=scheme))
+    return scalar_or_array(np.where(b > 0, b / t, 0.0))
 
 
 def _limit(b_op, b_mem):
+    """The binding limit of a scheme's operating batch (:func:`servingmath.slo.binding_limit`)."""
     if b_mem == 0:
         return "weights leave no room"
     if b_op == 0:
         return "SLO below the floor"
-    return "memory" if b_op == b_mem else "TPOT SLO"
+    return binding_limit({"memory": b_mem, "TPOT SLO": b_op}, order=("memory", "TPOT SLO"))[1]
 
 
-def compare_schemes(model, accelerator, context_len, tpot_slo, schemes=None, tensor_parallel=1, mfu=1.0,
-                    mbu=1.0, allreduce_latency=0.0, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-                    reserve_bytes=DEFAULT_RESERVE_BYTES) -> list[dict]:
+@deployment_function
+def compare_schemes(dep: Deployment, context_len, *, tpot_slo, schemes=None) -> list[dict]:
     """One row per scheme: TPOT floor, knee, memory wall and throughput at a TPOT SLO.
 
     Parameters
     ----------
-    model, accelerator : str
+    model, accelerator : or one Deployment (its data types are replaced by each scheme's)
     context_len : int
         Tokens in each sequence's KV cache.
     tpot_slo : float
         tau in seconds.
     schemes : list of str or Scheme, optional
         Default :func:`default_schemes` of the accelerator.
-    tensor_parallel, mfu, mbu, allreduce_latency, gpu_memory_utilization, reserve_bytes
-        As in :func:`scheme_step_time` and :func:`servingmath.memory.max_batch_size`.
 
     Returns
     -------
@@ -475,44 +434,45 @@ def compare_schemes(model, accelerator, context_len, tpot_slo, schemes=None, ten
         ``throughput_per_gpu``, ``limit`` ("memory" when the whole wall meets tau,
         "TPOT SLO" when tau stops the batch first, "SLO below the floor" or "weights
         leave no room") and ``past_knee`` (the operating batch is past the knee B*).
+        Derived in the chapter "Quantization".
 
     Examples
     --------
-    >>> rows = compare_schemes("Llama-3.1-8B", "H100", 4096, 0.050)
+    >>> rows = compare_schemes("Llama-3.1-8B", "H100", 4096, tpot_slo=0.050)
     >>> [(r["scheme"], r["max_batch"], round(r["throughput"])) for r in rows[:3]]
-    [('W16A16', 104, 4846), ('W8A16', 119, 5543), ('W4A16', 126, 5700)]
+    [('W16A16', 104, 4918), ('W8A16', 119, 5584), ('W4A16', 126, 5700)]
     """
-    if not is_scalar_input(context_len, tpot_slo, tensor_parallel):
-        raise ValueError("compare_schemes takes scalars only (context_len, tpot_slo, tensor_parallel)")
+    check_scalar("context_len", context_len)
+    check_scalar("tpot_slo", tpot_slo)
+    if not dep.is_scalar:
+        raise ValueError("compare_schemes takes one configuration: give scalar deployment settings")
     check_positive("tpot_slo", tpot_slo)
-    check_nonnegative("allreduce_latency", allreduce_latency)
-    acc = get_accelerator(accelerator)
-    names = default_schemes(acc) if schemes is None else list(schemes)
+    names = default_schemes(dep.accelerator) if schemes is None else list(schemes)
     if not names:
         raise ValueError("schemes must name at least one scheme")
-    memory_kw = dict(gpu_memory_utilization=gpu_memory_utilization, reserve_bytes=reserve_bytes)
-    step_kw = dict(tensor_parallel=tensor_parallel, mfu=mfu, mbu=mbu, allreduce_latency=allreduce_latency)
     rows = []
+    n = dep.tensor_parallel
     for name in names:
         s = get_scheme(name)
-        _supports(acc, s)
-        wall = _memory_wall(model, acc, context_len, s, tensor_parallel, memory_kw)
-        b_op = max_batch_at_tpot_slo(tpot_slo, model, acc, context_len, s, max_batch=wall, **step_kw)
-        knee = scheme_knee(model, acc, s, context_len, mfu=mfu, mbu=mbu)
-        tpot = scheme_step_time(model, acc, b_op, context_len, s, **step_kw) if b_op else float("nan")
+        d = with_scheme(dep, s)
+        wall = int(max_batch_size(d, context_len))
+        b_op = int(max_batch_for_tpot(d, context_len, tpot_slo=tpot_slo, max_batch=wall, method="numeric"))
+        knee = knee_batch_size(d, context_len)
+        tpot = decode_step_time(d, b_op, context_len) if b_op else float("nan")
         x = b_op / tpot if b_op else 0.0
         rows.append({
             "scheme": s.name, **s.dtypes,
-            "weight_bytes_per_gpu": float(weight_bytes_per_gpu(model, s.weight_dtype, tensor_parallel)),
-            "tpot_floor": tpot_floor(model, acc, context_len, s, **step_kw),
+            "weight_bytes_per_gpu": float(weight_bytes_per_gpu(d.model, weight_dtype=s.weight_dtype,
+                                                               tensor_parallel=n)),
+            "tpot_floor": decode_step_time(d, 1, context_len),
             "knee": knee, "max_batch": wall, "batch": b_op, "tpot": tpot,
-            "throughput": x, "throughput_per_gpu": x / tensor_parallel,
+            "throughput": x, "throughput_per_gpu": x / n,
             "limit": _limit(b_op, wall), "past_knee": bool(b_op > knee),
         })
     return rows
 
 
-def checkpoint_weight_bytes(model, weight_dtype="int4", group_size=128, scale_dtype="bf16",
+def checkpoint_weight_bytes(model, *, weight_dtype="int4", group_size=128, scale_dtype="bf16",
                             unquantized_dtype="bf16"):
     """Bytes of a real quantized checkpoint: body weights quantized in groups, embeddings kept.
 

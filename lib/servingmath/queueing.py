@@ -113,7 +113,7 @@ def utilisation(arrival_rate, service_time):
     0.8
     """
     lam, s = _rates(arrival_rate, service_time)
-    return scalar_or_array(lam * s, arrival_rate, service_time)
+    return scalar_or_array(lam * s)
 
 
 def littles_law(arrival_rate, mean_time_in_system):
@@ -130,7 +130,7 @@ def littles_law(arrival_rate, mean_time_in_system):
     """
     lam = check_nonnegative("arrival_rate", arrival_rate)
     w = check_nonnegative("mean_time_in_system", mean_time_in_system)
-    return scalar_or_array(lam * w, arrival_rate, mean_time_in_system)
+    return scalar_or_array(lam * w)
 
 
 def mm1_mean_wait(arrival_rate, service_time):
@@ -151,7 +151,7 @@ def mm1_mean_wait(arrival_rate, service_time):
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         w = _unstable_to_inf(rho * s / (1 - rho), rho)
-    return scalar_or_array(w, arrival_rate, service_time)
+    return scalar_or_array(w)
 
 
 def mm1_mean_sojourn(arrival_rate, service_time):
@@ -168,7 +168,7 @@ def mm1_mean_sojourn(arrival_rate, service_time):
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         w = _unstable_to_inf(s / (1 - rho), rho)
-    return scalar_or_array(w, arrival_rate, service_time)
+    return scalar_or_array(w)
 
 
 def mm1_sojourn_cdf(t, arrival_rate, service_time):
@@ -188,7 +188,7 @@ def mm1_sojourn_cdf(t, arrival_rate, service_time):
     rate = 1 / s - lam
     with np.errstate(over="ignore", invalid="ignore"):
         p = np.where(rho >= 1, 0.0, -np.expm1(-np.maximum(rate, 0.0) * x))
-    return scalar_or_array(p, t, arrival_rate, service_time)
+    return scalar_or_array(p)
 
 
 def mm1_sojourn_quantile(arrival_rate, service_time, quantile):
@@ -212,7 +212,7 @@ def mm1_sojourn_quantile(arrival_rate, service_time, quantile):
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         x = _unstable_to_inf(-np.log1p(-q) / (1 / s - lam), rho)
-    return scalar_or_array(x, arrival_rate, service_time, quantile)
+    return scalar_or_array(x)
 
 
 def mm1_wait_quantile(arrival_rate, service_time, quantile):
@@ -235,7 +235,7 @@ def mm1_wait_quantile(arrival_rate, service_time, quantile):
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.log(rho / (1 - q)) / (1 / s - lam)
         x = _unstable_to_inf(np.where(rho <= 1 - q, 0.0, x), rho)
-    return scalar_or_array(x, arrival_rate, service_time, quantile)
+    return scalar_or_array(x)
 
 
 def md1_mean_wait(arrival_rate, service_time):
@@ -252,7 +252,7 @@ def md1_mean_wait(arrival_rate, service_time):
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         w = _unstable_to_inf(rho * s / (2 * (1 - rho)), rho)
-    return scalar_or_array(w, arrival_rate, service_time)
+    return scalar_or_array(w)
 
 
 def mg1_mean_wait(arrival_rate, service_time, service_time_std):
@@ -281,7 +281,7 @@ def mg1_mean_wait(arrival_rate, service_time, service_time_std):
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         w = _unstable_to_inf(lam * (s * s + sigma * sigma) / (2 * (1 - rho)), rho)
-    return scalar_or_array(w, arrival_rate, service_time, service_time_std)
+    return scalar_or_array(w)
 
 
 def md1_max_arrival_rate(service_time, mean_sojourn):
@@ -300,7 +300,7 @@ def md1_max_arrival_rate(service_time, mean_sojourn):
     target = check_positive("mean_sojourn", mean_sojourn)
     k = np.maximum(target / s - 1, 0.0)
     rate = 2 * k / (1 + 2 * k) / s
-    return scalar_or_array(rate, service_time, mean_sojourn)
+    return scalar_or_array(rate)
 
 
 def mm1_max_arrival_rate(service_time, sojourn, quantile=None):
@@ -322,7 +322,7 @@ def mm1_max_arrival_rate(service_time, sojourn, quantile=None):
     target = check_positive("sojourn", sojourn)
     factor = 1.0 if quantile is None else -np.log1p(-_quantile(quantile))
     rate = np.maximum(1 / s - factor / target, 0.0)
-    return scalar_or_array(rate, service_time, sojourn, *([] if quantile is None else [quantile]))
+    return scalar_or_array(rate)
 
 
 def prefill_mean_ttft(arrival_rate, model, accelerator, prompt_len, **prefill_kwargs):
@@ -359,7 +359,7 @@ def prefill_mean_ttft(arrival_rate, model, accelerator, prompt_len, **prefill_kw
     d = prefill_time(model, accelerator, prompt_len, **prefill_kwargs)
     lam = check_nonnegative("arrival_rate", arrival_rate)
     w = np.asarray(md1_mean_wait(lam, d))
-    return scalar_or_array(np.asarray(d) + w, arrival_rate, prompt_len, *prefill_kwargs.values())
+    return scalar_or_array(np.asarray(d) + w)
 
 
 def prefill_max_arrival_rate(ttft_slo, model, accelerator, prompt_len, **prefill_kwargs):
@@ -380,4 +380,4 @@ def prefill_max_arrival_rate(ttft_slo, model, accelerator, prompt_len, **prefill
     check_positive("ttft_slo", ttft_slo)
     d = prefill_time(model, accelerator, prompt_len, **prefill_kwargs)
     rate = md1_max_arrival_rate(d, ttft_slo)
-    return scalar_or_array(rate, ttft_slo, prompt_len, *prefill_kwargs.values())
+    return scalar_or_array(rate)

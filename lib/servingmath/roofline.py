@@ -40,7 +40,9 @@ from ._validation import (check_choice, check_fraction, check_integer, check_non
                           check_positive, scalar_or_array)
 from .datatypes import bytes_per_element, check_dtype
 from .hardware import get_accelerator
-from .models import check_context_len, get_model, kv_bytes_per_token
+from .deployment import OVERLAP_MODELS, Deployment
+from .models import check_context_len, get_model
+from .step import Iteration, combine, iteration_work
 
 __all__ = [
     "arithmetic_intensity",
@@ -60,8 +62,6 @@ __all__ = [
     "prefill_attention_intensity",
     "decode_step_intensity",
 ]
-
-OVERLAP_MODELS = ("additive", "roofline", "hybrid")
 
 
 def arithmetic_intensity(flops, bytes_moved):
@@ -93,10 +93,10 @@ def arithmetic_intensity(flops, bytes_moved):
     """
     f = check_nonnegative("flops", flops)
     b = check_positive("bytes_moved", bytes_moved)
-    return scalar_or_array(f / b, flops, bytes_moved)
+    return scalar_or_array(f / b)
 
 
-def ridge_point(accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
+def ridge_point(accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
     """Intensity at which an operation turns compute-bound: (F x MFU) / (W x MBU), FLOP/byte.
 
     Parameters
@@ -132,10 +132,10 @@ def ridge_point(accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
     acc = get_accelerator(accelerator)
     m = check_fraction("mfu", mfu)
     u = check_fraction("mbu", mbu)
-    return scalar_or_array(acc.peak_flops(dtype) * m / (acc.memory_bandwidth * u), mfu, mbu)
+    return scalar_or_array(acc.peak_flops(dtype) * m / (acc.memory_bandwidth * u))
 
 
-def attainable_flops(intensity, accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
+def attainable_flops(intensity, accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
     """The roofline: min(F x MFU, I x W x MBU) in FLOP/s.
 
     Examples
@@ -149,11 +149,10 @@ def attainable_flops(intensity, accelerator, dtype: str = "bf16", mfu=1.0, mbu=1
     i = check_nonnegative("intensity", intensity)
     m = check_fraction("mfu", mfu)
     u = check_fraction("mbu", mbu)
-    return scalar_or_array(np.minimum(acc.peak_flops(dtype) * m, i * acc.memory_bandwidth * u),
-                           intensity, mfu, mbu)
+    return scalar_or_array(np.minimum(acc.peak_flops(dtype) * m, i * acc.memory_bandwidth * u))
 
 
-def compute_time(flops, accelerator, dtype: str = "bf16", mfu=1.0):
+def compute_time(flops, accelerator, dtype: str = "bf16", *, mfu=1.0):
     """Seconds to perform ``flops`` at F x MFU: flops / (F x MFU).
 
     >>> compute_time(989.4e12, "H100-SXM5-80GB", mfu=0.5)
@@ -162,10 +161,10 @@ def compute_time(flops, accelerator, dtype: str = "bf16", mfu=1.0):
     acc = get_accelerator(accelerator)
     f = check_nonnegative("flops", flops)
     m = check_fraction("mfu", mfu)
-    return scalar_or_array(f / (acc.peak_flops(dtype) * m), flops, mfu)
+    return scalar_or_array(f / (acc.peak_flops(dtype) * m))
 
 
-def memory_time(bytes_moved, accelerator, mbu=1.0):
+def memory_time(bytes_moved, accelerator, *, mbu=1.0):
     """Seconds to move ``bytes_moved`` at W x MBU: bytes / (W x MBU).
 
     >>> memory_time(3.35e12, "H100-SXM5-80GB", mbu=0.5)
@@ -174,10 +173,10 @@ def memory_time(bytes_moved, accelerator, mbu=1.0):
     acc = get_accelerator(accelerator)
     b = check_nonnegative("bytes_moved", bytes_moved)
     u = check_fraction("mbu", mbu)
-    return scalar_or_array(b / (acc.memory_bandwidth * u), bytes_moved, mbu)
+    return scalar_or_array(b / (acc.memory_bandwidth * u))
 
 
-def time_lower_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
+def time_lower_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
     """Perfect overlap: max(compute time, memory time), in seconds.
 
     Parameters
@@ -211,12 +210,11 @@ def time_lower_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu=1
     >>> time_lower_bound(989.4e12, 3.35e12 / 2, "H100-SXM5-80GB")
     1.0
     """
-    return scalar_or_array(np.maximum(compute_time(flops, accelerator, dtype, mfu),
-                                      memory_time(bytes_moved, accelerator, mbu)),
-                           flops, bytes_moved, mfu, mbu)
+    return scalar_or_array(np.maximum(compute_time(flops, accelerator, dtype, mfu=mfu),
+                                      memory_time(bytes_moved, accelerator, mbu=mbu)))
 
 
-def time_upper_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu=1.0, mbu=1.0):
+def time_upper_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
     """No overlap: compute time + memory time, in seconds.
 
     Parameters are those of :func:`time_lower_bound`.
@@ -232,9 +230,8 @@ def time_upper_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu=1
     >>> time_upper_bound(989.4e12, 3.35e12 / 2, "H100-SXM5-80GB")
     1.5
     """
-    return scalar_or_array(compute_time(flops, accelerator, dtype, mfu)
-                           + memory_time(bytes_moved, accelerator, mbu),
-                           flops, bytes_moved, mfu, mbu)
+    return scalar_or_array(compute_time(flops, accelerator, dtype, mfu=mfu)
+                           + memory_time(bytes_moved, accelerator, mbu=mbu))
 
 
 def combine_step_parts(overlap: str, weight_memory, linear_compute, kv_memory, attention_compute):
@@ -248,14 +245,17 @@ def combine_step_parts(overlap: str, weight_memory, linear_compute, kv_memory, a
       compute-bound as the batch grows; decode attention stays bandwidth-bound
       (its intensity is about G = H/K FLOP per byte of bf16 KV, far below any ridge).
 
-    All inputs are seconds (arrays broadcast).
+    All inputs are seconds (arrays broadcast). The step model's
+    :func:`servingmath.step.combine`, for parts given one by one. Derived in the
+    chapter "Rooflines".
+
+    >>> combine_step_parts("hybrid", 4.0, 1.0, 2.0, 0.5)
+    6.0
     """
     check_choice("overlap", overlap, OVERLAP_MODELS)
-    if overlap == "additive":
-        return weight_memory + linear_compute + kv_memory + attention_compute
-    if overlap == "roofline":
-        return np.maximum(weight_memory + kv_memory, linear_compute + attention_compute)
-    return np.maximum(weight_memory, linear_compute) + np.maximum(kv_memory, attention_compute)
+    parts = {"weight_memory": weight_memory, "linear_compute": linear_compute, "kv_memory": kv_memory,
+             "attention_compute": attention_compute, "communication": 0.0}
+    return combine(overlap, parts)
 
 
 # --------------------------------------------------------------------------
@@ -295,10 +295,10 @@ def matmul_flops(batch, d_in, d_out):
     b = check_integer("batch", batch, minimum=1)
     d = check_integer("d_in", d_in, minimum=1)
     f = check_integer("d_out", d_out, minimum=1)
-    return scalar_or_array(2.0 * b * d * f, batch, d_in, d_out)
+    return scalar_or_array(2.0 * b * d * f)
 
 
-def matmul_bytes(batch, d_in, d_out, weight_dtype: str = "bf16", activation_dtype: str = "bf16"):
+def matmul_bytes(batch, d_in, d_out, *, weight_dtype: str = "bf16", activation_dtype: str = "bf16"):
     """Bytes a ``[B, D] x [D, F]`` matmul must move: D F b_w + B D b_a + B F b_a.
 
     The compulsory traffic: read the weights once, read the input
@@ -335,10 +335,10 @@ def matmul_bytes(batch, d_in, d_out, weight_dtype: str = "bf16", activation_dtyp
     f = check_integer("d_out", d_out, minimum=1)
     bw = bytes_per_element(check_dtype(weight_dtype, "weight_dtype"))
     ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
-    return scalar_or_array(d * f * bw + b * (d + f) * ba, batch, d_in, d_out)
+    return scalar_or_array(d * f * bw + b * (d + f) * ba)
 
 
-def matmul_intensity(batch, d_in, d_out, weight_dtype: str = "bf16", activation_dtype: str = "bf16"):
+def matmul_intensity(batch, d_in, d_out, *, weight_dtype: str = "bf16", activation_dtype: str = "bf16"):
     """Arithmetic intensity of ``[B, D] x [D, F]``: 2 B D F / (D F b_w + B (D + F) b_a).
 
     Parameters
@@ -368,11 +368,11 @@ def matmul_intensity(batch, d_in, d_out, weight_dtype: str = "bf16", activation_
     """
     return scalar_or_array(
         np.asarray(matmul_flops(batch, d_in, d_out))
-        / np.asarray(matmul_bytes(batch, d_in, d_out, weight_dtype, activation_dtype)),
-        batch, d_in, d_out)
+        / np.asarray(matmul_bytes(batch, d_in, d_out, weight_dtype=weight_dtype,
+                                  activation_dtype=activation_dtype)))
 
 
-def critical_batch_size(accelerator, weight_dtype: str = "bf16", compute_dtype: str = "bf16",
+def critical_batch_size(accelerator, *, weight_dtype: str = "bf16", compute_dtype: str = "bf16",
                         activation_dtype=None, mfu=1.0, mbu=1.0, d_in=None, d_out=None):
     """Batch size at which a weight matmul turns compute-bound.
 
@@ -428,7 +428,7 @@ def critical_batch_size(accelerator, weight_dtype: str = "bf16", compute_dtype: 
     153.0
     >>> round(critical_batch_size("H100-SXM5-80GB", weight_dtype="int4"), 1)
     73.8
-    >>> round(critical_batch_size("H100-SXM5-80GB", "fp8", compute_dtype="fp8"), 1)
+    >>> round(critical_batch_size("H100-SXM5-80GB", weight_dtype="fp8", compute_dtype="fp8"), 1)
     295.3
     >>> round(critical_batch_size("A100-SXM4-80GB", mfu=0.5, mbu=0.8), 1)
     95.6
@@ -449,7 +449,7 @@ def critical_batch_size(accelerator, weight_dtype: str = "bf16", compute_dtype: 
         raise ValueError(f"compute_dtype: {exc}") from None
     ridge = peak * m / (acc.memory_bandwidth * u)
     if d_in is None and d_out is None:
-        return scalar_or_array(ridge * bw / 2.0, mfu, mbu)
+        return scalar_or_array(ridge * bw / 2.0)
     if d_in is None or d_out is None:
         raise ValueError(f"give both d_in and d_out for the exact form, or neither for the "
                          f"large-matrix limit; got d_in={d_in!r}, d_out={d_out!r}")
@@ -459,10 +459,10 @@ def critical_batch_size(accelerator, weight_dtype: str = "bf16", compute_dtype: 
     with np.errstate(divide="ignore", invalid="ignore"):
         exact = np.where(denominator > 0, ridge * d * f * bw / np.where(denominator > 0, denominator, 1.0),
                          np.inf)
-    return scalar_or_array(exact, mfu, mbu, d_in, d_out)
+    return scalar_or_array(exact)
 
 
-def decode_attention_intensity(model, kv_dtype: str = "bf16", context_len=None,
+def decode_attention_intensity(model, context_len=None, *, kv_dtype: str = "bf16",
                                activation_dtype: str = "bf16"):
     """Arithmetic intensity of attention in one decode step: 2 G / b_kv for long contexts.
 
@@ -507,9 +507,9 @@ def decode_attention_intensity(model, kv_dtype: str = "bf16", context_len=None,
     1.0
     >>> decode_attention_intensity("Llama-3.1-70B")       # GQA, G = 8
     8.0
-    >>> decode_attention_intensity("Llama-3.1-70B", "fp8")
+    >>> decode_attention_intensity("Llama-3.1-70B", kv_dtype="fp8")
     16.0
-    >>> round(decode_attention_intensity("Llama-3.1-70B", context_len=4096), 3)
+    >>> round(decode_attention_intensity("Llama-3.1-70B", 4096), 3)
     7.984
     """
     model = get_model(model)
@@ -519,10 +519,10 @@ def decode_attention_intensity(model, kv_dtype: str = "bf16", context_len=None,
     if context_len is None:
         return 2.0 * h / (k * bkv)
     s = check_context_len(model, context_len)
-    return scalar_or_array(2.0 * h * s / (k * s * bkv + h * ba), context_len)
+    return scalar_or_array(2.0 * h * s / (k * s * bkv + h * ba))
 
 
-def prefill_attention_intensity(model, prompt_len, kv_dtype: str = "bf16",
+def prefill_attention_intensity(model, prompt_len, *, kv_dtype: str = "bf16",
                                 activation_dtype: str = "bf16"):
     """Arithmetic intensity of causal attention over a prompt: H (L_p + 1) / (K b_kv + H b_a).
 
@@ -569,17 +569,18 @@ def prefill_attention_intensity(model, prompt_len, kv_dtype: str = "bf16",
     bkv = bytes_per_element(check_dtype(kv_dtype, "kv_dtype"))
     ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
     h, k = model.n_heads, model.n_kv_heads
-    return scalar_or_array(h * (lp + 1.0) / (k * bkv + h * ba), prompt_len)
+    return scalar_or_array(h * (lp + 1.0) / (k * bkv + h * ba))
 
 
-def decode_step_intensity(model, batch_size, context_len, weight_dtype: str = "bf16",
+def decode_step_intensity(model, batch_size, context_len, *, weight_dtype: str = "bf16",
                           kv_dtype: str = "bf16"):
     """Arithmetic intensity of a whole decode step: all its FLOPs over all its bytes.
 
-    The library's decode model (:func:`servingmath.decode.decode_step_parts`):
-    FLOPs 2 P_mm B + 4 L H d_h S B, bytes W_bytes + B S k_tok, with P_mm the
-    matmul parameters, W_bytes the weights read (for MoE, the experts the
-    batch touches) and k_tok the KV bytes per token.
+    The library's step model (:mod:`servingmath.step`): FLOPs
+    2 P_mm B + 4 L H d_h S B, bytes W_bytes + B S k_tok, with P_mm the
+    matmul parameters, W_bytes the weights read (the embedding table's B
+    gathered rows instead of the table; for MoE, the experts the batch
+    touches) and k_tok the KV bytes per token.
 
     Parameters
     ----------
@@ -599,22 +600,19 @@ def decode_step_intensity(model, batch_size, context_len, weight_dtype: str = "b
 
     Notes
     -----
-    I_step(B, S) = (2 P_mm + 4 L H d_h S) B / (W_bytes + B S k_tok).
+    I_step(B, S) = (2 P_mm + 4 L H d_h S) B / (W_bytes + B S k_tok). Derived in
+    the chapter "Rooflines".
 
     Examples
     --------
     >>> round(decode_step_intensity("Llama-3.1-8B", 1, 0), 3)
-    0.935
+    1.0
     >>> round(decode_step_intensity("Llama-3.1-8B", 256, 4096), 1)
-    28.6
+    28.8
     """
-    from .decode import _weights_read_bytes, matmul_parameter_count  # decode imports this module
-
     model = get_model(model)
-    b = check_integer("batch_size", batch_size, minimum=1)
-    s = check_context_len(model, context_len)
-    check_dtype(weight_dtype, "weight_dtype")
-    flops = (2.0 * matmul_parameter_count(model) + 4.0 * model.n_layers * model.n_heads
-             * model.head_dim * s) * b
-    bytes_moved = _weights_read_bytes(model, weight_dtype, b) + b * s * kv_bytes_per_token(model, kv_dtype)
-    return scalar_or_array(flops / bytes_moved, batch_size, context_len)
+    if np.any(np.asarray(batch_size) < 1):
+        raise ValueError(f"batch_size must be an integer >= 1, got {np.min(batch_size):g}")
+    dep = Deployment(model=model, accelerator=None, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    work = iteration_work(dep, Iteration.decode(model, sequences=batch_size, context_len=context_len))
+    return scalar_or_array(np.asarray(work.flops) / np.asarray(work.memory_bytes))

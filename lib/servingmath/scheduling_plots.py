@@ -182,8 +182,8 @@ def rate_sweep(config: SimulationConfig, rates, n_gpus: int = 1, seed: int = 0, 
                            ("output_throughput", rec.output_len.sum() / res.duration / g)]:
             cols[key].append(float(value))
         for i, (t1, t2) in enumerate(pairs):
-            attainment[i, j] = res.slo_attainment(ttft=t1, tpot=t2)
-            goodput[i, j] = res.goodput(ttft=t1, tpot=t2) / g
+            attainment[i, j] = res.slo_attainment(ttft_slo=t1, tpot_slo=t2)
+            goodput[i, j] = res.goodput(ttft_slo=t1, tpot_slo=t2) / g
         results.append(res)
     return RateSweep(rates=r, n_gpus=g, slos=pairs, attainment=attainment, goodput=goodput,
                      results=tuple(results), **{k: np.array(v) for k, v in cols.items()})

@@ -27,13 +27,15 @@ as an M/D/1 (or M/G/1) queue.
 Conventions
 -----------
 * A request meets an SLO when its value is <= the target (vLLM counts equality
-  as met). One-token requests have TPOT 0 (vLLM's convention for goodput).
+  as met). A one-token request has no TPOT: it meets every TPOT target
+  (vLLM's convention for goodput counts its TPOT as 0); pass 0 or NaN for it.
+  The simulator's results use these functions, with the same keyword names.
 * TPOT is vLLM's (E2E - TTFT) / (output tokens - 1).
 * Rates are requests per second; ``n_gpus`` divides a goodput into per-GPU goodput.
 
 Examples
 --------
->>> int(max_batch_for_tpot(0.030, "Llama-3.1-8B", "A100", 2048))
+>>> int(max_batch_for_tpot("Llama-3.1-8B", "A100", 2048, tpot_slo=0.030))
 166
 >>> ttft = [0.2, 0.4, 0.9, 0.3]
 >>> tpot = [0.020, 0.060, 0.030, 0.030]
@@ -47,7 +49,6 @@ import math
 
 import numpy as np
 
-from .queueing import md1_mean_wait
 from ._validation import (
     as_array,
     check_choice,
@@ -57,15 +58,19 @@ from ._validation import (
     check_positive,
     scalar_or_array,
 )
-from .decode import decode_step_parts, decode_step_time
+from ._validation import check_scalar, int_or_array
+from .decode import decode_coefficients, decode_step_time
+from .deployment import Deployment, deployment_function
 from .memory import max_batch_size
-from .models import get_model
 from .prefill import prefill_time
 
 __all__ = [
     "READING_WPM",
     "WORDS_PER_TOKEN",
     "tpot_for_reading_speed",
+    "binding_limit",
+    "decode_context",
+    "replica_steady_state",
     "step_time_pieces",
     "tpot_batch_bound",
     "max_batch_for_tpot",
@@ -104,22 +109,55 @@ def tpot_for_reading_speed(words_per_minute=READING_WPM, words_per_token=WORDS_P
     """
     wpm = check_positive("words_per_minute", words_per_minute)
     wpt = check_positive("words_per_token", words_per_token)
-    return scalar_or_array(wpt * 60.0 / wpm, words_per_minute, words_per_token)
+    return scalar_or_array(wpt * 60.0 / wpm)
+
+
+# ---------------------------------------------------------------- which limit binds
+
+def binding_limit(limits: dict, order=None) -> tuple:
+    """The smallest of several limits on one quantity, and the name of the one that binds.
+
+    Parameters
+    ----------
+    limits : dict
+        name -> the largest value that limit allows alone (a batch size, a rate...).
+    order : sequence of str, optional
+        Tie-break: the first name in this order wins a tie (default: the dict's order).
+
+    Returns
+    -------
+    (value, name)
+
+    The library's one rule for "which wall binds" (memory, the TPOT target,
+    the TTFT target, a batch cap...), used by :func:`max_batch_for_slos`,
+    :func:`servingmath.capacity.replica_capacity` and
+    :func:`servingmath.quantization.compare_schemes`.
+
+    >>> binding_limit({"memory": 51, "tpot": 32, "ttft": 26})
+    (26, 'ttft')
+    >>> binding_limit({"tpot": 40, "memory": 40}, order=("memory", "tpot"))
+    (40, 'memory')
+    """
+    if not isinstance(limits, dict) or not limits:
+        raise ValueError(f"limits must be a non-empty dict of name -> value, got {limits!r}")
+    names = list(limits) if order is None else [n for n in order if n in limits] + \
+        [n for n in limits if n not in order]
+    best = min(limits[n] for n in names)
+    return best, next(n for n in names if limits[n] == best)
 
 
 # ---------------------------------------------------------------- B_SLO for a TPOT target
 
-def step_time_pieces(model, accelerator, context_len, overlap="hybrid", **kwargs):
+@deployment_function
+def step_time_pieces(dep: Deployment, context_len):
     """The decode step time of a dense model as a max of lines: T(B) = max_k (alpha_k + beta_k B).
 
     Parameters
     ----------
-    model, accelerator, context_len
-        As in :func:`servingmath.decode.decode_step_time` (``context_len`` a scalar).
-    overlap : {"hybrid", "additive", "roofline"}
-    **kwargs
-        ``weight_dtype``, ``kv_dtype``, ``compute_dtype``, ``tensor_parallel``,
-        ``mfu``, ``mbu``, ``allreduce_latency``.
+    model, accelerator : or one Deployment
+    context_len : int
+        As in :func:`servingmath.decode.decode_step_time` (a scalar).
+    Deployment settings as keyword options (``overlap`` picks the pieces).
 
     Returns
     -------
@@ -130,12 +168,14 @@ def step_time_pieces(model, accelerator, context_len, overlap="hybrid", **kwargs
     Notes
     -----
     Every part of a dense decode step is affine in B: the weight read is a
-    constant, the matmuls, attention and KV reads are proportional to B, and
-    the all-reduces are 2(N-1) alpha + a term proportional to B. Sums and
-    maxima of affine functions are maxima of affine functions:
-    additive = one line; roofline = max(weights + KV, matmuls + attention);
-    hybrid = max(weights, matmuls) + max(KV, attention), four lines. The
-    communication is added to every piece.
+    constant plus one gathered embedding row per sequence, the matmuls,
+    attention and KV reads are proportional to B, and the all-reduces are
+    2(N-1) alpha + a term proportional to B. Sums and maxima of affine
+    functions are maxima of affine functions: additive = one line; roofline =
+    max(weights + KV, matmuls + attention); hybrid = max(weights, matmuls) +
+    max(KV, attention), four lines. Communication and overhead are added to
+    every piece. The coefficients come from the step model
+    (:func:`servingmath.decode.decode_coefficients`), not from differences.
 
     Raises
     ------
@@ -147,42 +187,45 @@ def step_time_pieces(model, accelerator, context_len, overlap="hybrid", **kwargs
     --------
     >>> a, b = step_time_pieces("Llama-3.1-8B", "H100", 2048, overlap="additive")
     >>> round(float(a[0]) * 1e3, 3), round(float(b[0]) * 1e6, 3)   # ms, us per sequence
-    (4.794, 96.386)
+    (4.481, 96.388)
     """
-    check_choice("overlap", overlap, ("additive", "roofline", "hybrid"))
-    model = get_model(model)
-    if model.is_moe:
-        raise ValueError(f"model {model.name} is a mixture of experts: the weight bytes a step "
+    if dep.model.is_moe:
+        raise ValueError(f"model {dep.model.name} is a mixture of experts: the weight bytes a step "
                          "reads grow with the batch (more experts touched), so T(B) is not "
                          "piecewise linear. Use max_batch_for_tpot(..., method='numeric').")
-    if np.ndim(context_len) != 0:
-        raise ValueError(f"context_len must be a single number here, got {context_len!r}")
-    one = decode_step_parts(model, accelerator, 1, context_len, **kwargs)
-    two = decode_step_parts(model, accelerator, 2, context_len, **kwargs)
-    slope = {k: float(two[k] - one[k]) for k in one}
-    icept = {k: float(one[k]) - slope[k] for k in one}
+    check_scalar("context_len", context_len)
+    if not dep.is_scalar:
+        raise ValueError("step_time_pieces needs one configuration: give scalar deployment settings")
+    c = decode_coefficients(dep, context_len)
+    icept = {"weight_memory": c["weight_memory"], "linear_compute": 0.0, "kv_memory": 0.0,
+             "attention_compute": 0.0}
+    slope = {"weight_memory": c["gather"], "linear_compute": c["linear"], "kv_memory": c["kv"],
+             "attention_compute": c["attention"]}
     groups = {"additive": [[("weight_memory", "linear_compute", "kv_memory", "attention_compute")]],
               "roofline": [[("weight_memory", "kv_memory"), ("linear_compute", "attention_compute")]],
               "hybrid": [[("weight_memory",), ("linear_compute",)],
-                         [("kv_memory",), ("attention_compute",)]]}[overlap]
-    # each piece picks one alternative from every group, plus the communication
-    pieces = [((), ())]
+                         [("kv_memory",), ("attention_compute",)]]}[dep.overlap]
+    pieces = [()]
     for alternatives in groups:
-        pieces = [(names + alt, None) for names, _ in pieces for alt in alternatives]
-    alpha = np.array([icept["communication"] + sum(icept[n] for n in names) for names, _ in pieces])
-    beta = np.array([slope["communication"] + sum(slope[n] for n in names) for names, _ in pieces])
+        pieces = [names + alt for names in pieces for alt in alternatives]
+    base = float(c["communication"]) + float(c["overhead"])
+    alpha = np.array([base + sum(float(icept[n]) for n in names) for names in pieces])
+    beta = np.array([float(c["communication_per_sequence"]) + sum(float(slope[n]) for n in names)
+                     for names in pieces])
     return alpha, beta
 
 
-def tpot_batch_bound(tpot_slo, model, accelerator, context_len, overlap="hybrid", **kwargs):
+@deployment_function
+def tpot_batch_bound(dep: Deployment, context_len, *, tpot_slo):
     """The closed form B* = min_k (tau - alpha_k) / beta_k: the real-valued batch at which T(B) = tau.
 
     Parameters
     ----------
+    model, accelerator : or one Deployment
+    context_len : int
+        Tokens in each sequence's KV cache (a scalar).
     tpot_slo : float or array
-        The TPOT target tau, seconds.
-    model, accelerator, context_len, overlap, **kwargs
-        As in :func:`step_time_pieces`.
+        The TPOT target tau, seconds (keyword).
 
     Returns
     -------
@@ -198,48 +241,68 @@ def tpot_batch_bound(tpot_slo, model, accelerator, context_len, overlap="hybrid"
     of a bandwidth-bound attention this is
     B* = min((tau - T_w) / m_kv, tau / (c_lin + m_kv)): the bandwidth left
     after the weight read, per sequence's KV read; or the compute-bound limit.
+    Derived in the chapter "SLOs and goodput".
 
     Examples
     --------
-    >>> round(tpot_batch_bound(0.030, "Llama-3.1-8B", "A100", 2048), 2)
+    >>> round(tpot_batch_bound("Llama-3.1-8B", "A100", 2048, tpot_slo=0.030), 2)
     166.89
     """
     tau = check_positive("tpot_slo", tpot_slo)
-    alpha, beta = step_time_pieces(model, accelerator, context_len, overlap=overlap, **kwargs)
+    alpha, beta = step_time_pieces(dep, context_len)
     t = tau[..., None]
     grows = beta > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         bound = np.where(grows, (t - alpha) / np.where(grows, beta, 1.0),
                          np.where(alpha <= t, np.inf, -np.inf))
-    return scalar_or_array(bound.min(axis=-1), tpot_slo)
+    return scalar_or_array(bound.min(axis=-1))
 
 
-def _numeric_batch(tau, model, accelerator, context_len, limit, kwargs):
-    b = np.arange(1, limit + 1)
-    t = np.asarray(decode_step_time(model, accelerator, b, context_len, **kwargs), dtype=float)
-    t = np.maximum.accumulate(t)          # T(B) is non-decreasing; guard against rounding
-    return np.searchsorted(t, tau, side="right")
+def _count_meeting(dep, context_len, tau, limit):
+    """Number of batches 1..limit whose step time meets tau (T is non-decreasing in B).
+
+    One vectorised evaluation up to 65,536 batches; above that, bisection on whole batches.
+    """
+    tau = np.asarray(tau, dtype=float)
+    if limit <= 0:
+        return np.zeros(tau.shape, dtype=np.int64)
+    if limit <= _SEARCH_LIMIT:
+        t = np.asarray(decode_step_time(dep, np.arange(1, limit + 1), context_len), dtype=float).reshape(-1)
+        t = np.maximum.accumulate(t)          # guard against rounding
+        return np.searchsorted(t, tau * (1 + 1e-12), side="right").astype(np.int64)
+    lo = np.zeros(tau.shape, dtype=np.int64)          # T(lo) <= tau < T(hi); sentinels never evaluated
+    hi = np.full(tau.shape, limit + 1, dtype=np.int64)
+    while np.any(hi - lo > 1):
+        active = hi - lo > 1
+        mid = (lo + hi) // 2
+        meets = np.asarray(decode_step_time(dep, np.maximum(mid, 1), context_len)) <= tau * (1 + 1e-12)
+        lo = np.where(active & meets, mid, lo)
+        hi = np.where(active & ~meets, mid, hi)
+    return lo
 
 
-def max_batch_for_tpot(tpot_slo, model, accelerator, context_len, max_batch=None,
-                       method="auto", overlap="hybrid", **kwargs):
+@deployment_function
+def max_batch_for_tpot(dep: Deployment, context_len, *, tpot_slo, max_batch=None, method="auto"):
     """B_SLO: the largest whole batch whose decode step meets the TPOT target, T(B) <= tau.
+
+    The library's one implementation of "the largest batch under a TPOT
+    target" (:func:`servingmath.parallelism.tpot_slo_batch_size` and
+    :func:`servingmath.quantization.max_batch_at_tpot_slo` call it).
 
     Parameters
     ----------
+    model, accelerator : or one Deployment
+    context_len : int
+        Tokens in each sequence's KV cache (a scalar).
     tpot_slo : float or array
-        tau in seconds.
-    model, accelerator, context_len
-        As in :func:`servingmath.decode.decode_step_time` (``context_len`` a scalar).
+        tau in seconds (keyword).
     max_batch : int, optional
         A cap (e.g. the memory wall, :func:`servingmath.memory.max_batch_size`).
         Without it the numeric search stops at 65536.
     method : {"auto", "closed_form", "numeric"}
-        ``"closed_form"``: floor of :func:`tpot_batch_bound` (dense models);
-        ``"numeric"``: evaluate T(B) for B = 1, 2, ... and search (any model);
-        ``"auto"``: closed form for dense models, numeric for MoE.
-    overlap, **kwargs
-        As in :func:`servingmath.decode.decode_step_time`.
+        ``"closed_form"``: floor of :func:`tpot_batch_bound` (dense models, scalar settings);
+        ``"numeric"``: count the batches B = 1, 2, ... that meet tau (any model);
+        ``"auto"``: closed form where it applies, numeric otherwise.
 
     Returns
     -------
@@ -248,33 +311,30 @@ def max_batch_for_tpot(tpot_slo, model, accelerator, context_len, max_batch=None
 
     Examples
     --------
-    >>> int(max_batch_for_tpot(0.050, "Llama-3.1-8B", "A100", 2048))
+    >>> int(max_batch_for_tpot("Llama-3.1-8B", "A100", 2048, tpot_slo=0.050))
     278
-    >>> int(max_batch_for_tpot(0.050, "Llama-3.1-8B", "A100", 2048, max_batch=200))
+    >>> int(max_batch_for_tpot("Llama-3.1-8B", "A100", 2048, tpot_slo=0.050, max_batch=200))
     200
-    >>> int(max_batch_for_tpot(0.050, "Mixtral-8x7B", "H100", 2048, max_batch=4096))   # numeric
+    >>> int(max_batch_for_tpot("Mixtral-8x7B", "H100", 2048, tpot_slo=0.050, max_batch=4096))   # numeric
     276
     """
     tau = check_positive("tpot_slo", tpot_slo)
     check_choice("method", method, ("auto", "closed_form", "numeric"))
-    model = get_model(model)
-    cap = None if max_batch is None else int(check_integer("max_batch", max_batch, minimum=0))
+    check_scalar("context_len", context_len)
+    cap = None if max_batch is None else int(check_integer("max_batch", check_scalar("max_batch", max_batch),
+                                                           minimum=0))
     if method == "auto":
-        method = "numeric" if model.is_moe else "closed_form"
+        method = "numeric" if dep.model.is_moe or not dep.is_scalar else "closed_form"
     if method == "closed_form":
-        bound = np.asarray(tpot_batch_bound(tau, model, accelerator, context_len, overlap=overlap,
-                                            **kwargs), dtype=float)
+        bound = np.asarray(tpot_batch_bound(dep, context_len, tpot_slo=tau), dtype=float)
         b = np.floor(np.minimum(bound, 2.0**62) * (1.0 + _FLOOR_NUDGE))
         b = np.maximum(b, 0.0)
         if cap is not None:
             b = np.minimum(b, cap)
         b = b.astype(np.int64)
     else:
-        limit = _SEARCH_LIMIT if cap is None else cap
-        b = _numeric_batch(tau, model, accelerator, context_len, limit, dict(kwargs, overlap=overlap)) \
-            if limit > 0 else np.zeros(np.shape(tau), dtype=np.int64)
-        b = np.asarray(b, dtype=np.int64)
-    return int(b) if np.ndim(tpot_slo) == 0 else b
+        b = _count_meeting(dep, context_len, tau, _SEARCH_LIMIT if cap is None else cap)
+    return int_or_array(b)
 
 
 # ---------------------------------------------------------------- a small analytic model of one replica
@@ -307,100 +367,191 @@ def wait_quantile(q, utilisation, mean_wait):
         out = np.where(rho + qq > 1, w / np.where(rho > 0, rho, 1.0)
                        * np.log(np.where(rho > 0, rho, 1.0) / (1 - qq)), 0.0)
     out = np.where(np.isinf(w), np.inf, np.maximum(out, 0.0))
-    return scalar_or_array(out, q, utilisation, mean_wait)
+    return scalar_or_array(out)
 
 
-_SHARED_KWARGS = ("weight_dtype", "kv_dtype", "compute_dtype", "tensor_parallel", "mfu", "mbu",
-                  "overlap", "allreduce_latency")
+def _lengths(name, values, minimum):
+    arr = np.atleast_1d(check_integer(name, values, minimum=minimum)).ravel().astype(np.int64)
+    if arr.size == 0:
+        raise ValueError(f"{name} must hold at least one length")
+    return arr
 
 
-def _check_kwargs(kwargs):
-    unknown = set(kwargs) - set(_SHARED_KWARGS)
-    if unknown:
-        raise ValueError(f"unknown keyword argument(s) {', '.join(sorted(unknown))}; "
-                         f"allowed: {', '.join(_SHARED_KWARGS)}")
+def decode_context(prompt_lens, output_lens) -> float:
+    """The mean context of the decode batch: S-bar = E[(L_o - 1)(L_p + L_o / 2)] / E[L_o - 1] tokens.
+
+    A request decodes for L_o - 1 steps (its first token comes from the
+    prefill) with contexts L_p + 1 ... L_p + L_o - 1, mean L_p + L_o / 2. The
+    batch holds each request for a time proportional to its steps, so its
+    mean context is weighted by them; for fixed lengths it is L_p + L_o / 2.
+    Long answers count more: with independent lengths S-bar exceeds
+    E[L_p] + E[L_o] / 2 by about Var(L_o) / (2 E[L_o]) (the inspection paradox).
+    Derived in the chapter "Capacity planning".
+
+    >>> decode_context(1000, 200), decode_context([1000, 1000], [100, 300])
+    (1100.0, 1125.1256281407036)
+    """
+    lp = _lengths("prompt_lens", prompt_lens, 1)
+    lo = _lengths("output_lens", output_lens, 1)
+    lp, lo = np.broadcast_arrays(lp, lo) if 1 in (lp.size, lo.size) else (lp, lo)
+    if lp.size != lo.size:
+        raise ValueError(f"prompt_lens and output_lens must have the same length, got {lp.size} and {lo.size}")
+    steps = lo - 1.0
+    if steps.sum() <= 0:
+        raise ValueError("output_lens must average more than 1 token: with single-token answers there is "
+                         "no decode")
+    return float((steps * (lp + lo / 2.0)).sum() / steps.sum())
 
 
-def steady_state(model, accelerator, batch_size, prompt_len, output_len, context_len=None, **kwargs):
-    """One replica in steady state with ``batch_size`` sequences decoding: rate, TPOT and TTFT.
+def _prefill_times(dep, prompt_lens):
+    """Prefill time of each prompt alone (one evaluation per distinct length)."""
+    unique, inverse = np.unique(prompt_lens, return_inverse=True)
+    tp = np.atleast_1d(np.asarray(prefill_time(dep, unique), dtype=float))
+    return tp[inverse]
 
-    Model (all requests alike): each request is prefilled alone and first
-    (prefill time t_p, the GPU does nothing else meanwhile), then decodes
-    L_o - 1 more tokens in a batch of B sequences (step time T(B)).
+
+@deployment_function
+def replica_steady_state(dep: Deployment, batch_size, prompt_lens, output_lens, *, context_len=None,
+                         quantile=0.99) -> dict:
+    """One replica in steady state with ``batch_size`` sequences decoding, for a mix of request lengths.
+
+    The library's one analytic model of a replica (:func:`steady_state`,
+    :func:`request_latencies` and :func:`servingmath.capacity.replica_curves`
+    use it): each request is prefilled alone and first (prefill time t_p(L_p),
+    the GPU does nothing else meanwhile), then decodes its L_o - 1 further
+    tokens in a batch of B sequences (step time T(B) at the mean decode
+    context). Prefills queue as an M/G/1 queue.
 
     Parameters
     ----------
-    model, accelerator
+    model, accelerator : or one Deployment
     batch_size : int or array of int
         B, sequences decoding at once (the mean over time).
-    prompt_len, output_len : int
-        L_p and L_o (>= 2) of every request.
+    prompt_lens, output_lens : int or array of int
+        The workload: one entry per request (or one number for all); L_o >= 2 on average.
     context_len : int, optional
-        Tokens in each sequence's KV cache for T(B); default L_p + L_o // 2
-        (the mean over a sequence's decode).
-    **kwargs
-        Shared by the decode and the prefill: ``weight_dtype``, ``kv_dtype``,
-        ``compute_dtype``, ``tensor_parallel``, ``mfu``, ``mbu``, ``overlap``,
-        ``allreduce_latency``.
+        Tokens in each sequence's KV cache for T(B); default the length-biased
+        mean context of the decode batch, rounded (:func:`decode_context`).
+    quantile : float in (0, 1)
+        Which TTFT quantile ``ttft_quantile`` reports (default P99).
 
     Returns
     -------
     dict
         ``rate`` (req/s), ``utilisation`` (rho, share of GPU time in prefill),
-        ``tpot`` (s), ``ttft`` (mean, s), ``ttft_p99`` (99th percentile, s),
-        ``throughput`` (output tok/s), ``step_time`` (T(B), s), ``prefill_time`` (t_p, s).
+        ``tpot`` (s), ``ttft`` (mean, s), ``ttft_quantile`` (s), ``mean_wait``
+        (W, s), ``throughput`` (output tok/s), ``step_time`` (T(B), s), and the
+        scalars ``prefill_mean`` (E[t_p]), ``prefill_mean_square`` (E[t_p^2]),
+        ``prefill_quantile`` (t_p at the prompt quantile), ``decode_context``.
 
     Notes
     -----
-    GPU time per second: rate x t_p on prefills, the rest on decode steps of
-    B tokens, which must make the rate x (L_o - 1) decode tokens:
-    rate (L_o - 1) = B (1 - rate t_p) / T(B), so
+    GPU time per second: rate x E[t_p] on prefills, the rest on decode steps
+    of B tokens, which must make the rate x (E[L_o] - 1) decode tokens:
 
-        rate = B / ((L_o - 1) T(B) + B t_p),   rho = rate t_p,
+        rate = B / ((E[L_o] - 1) T(B) + B E[t_p]),   rho = rate E[t_p],
         TPOT = T(B) / (1 - rho)     (decode pauses while prefills run),
-        TTFT = t_p + rho t_p / (2 (1 - rho))   (M/D/1 mean wait for the prefill).
+        W = rate E[t_p^2] / (2 (1 - rho))   (Pollaczek-Khinchine; M/D/1 for one length),
+        TTFT = E[t_p] + W,  TTFT_q = t_p(L_p,q) + w_q   (:func:`wait_quantile`).
 
-    rho < 1 at every B. The wait for the decode step in flight (< T(B)) is left
-    out. The P99 TTFT uses the exponential-tail approximation of the wait
-    (see :func:`wait_quantile`).
+    rho < 1 at every B. The wait for the decode step in flight (< T(B)) is
+    left out. Derived in the chapter "SLOs and goodput".
+
+    Examples
+    --------
+    >>> s = replica_steady_state("Llama-3.1-8B", "A100", 64, 1024, 256)
+    >>> round(s["rate"], 2), round(s["tpot"] * 1e3, 2), round(s["ttft"] * 1e3, 1)
+    (10.54, 23.82, 69.3)
+    """
+    lp = _lengths("prompt_lens", prompt_lens, 1)
+    lo = _lengths("output_lens", output_lens, 1)
+    if lp.size != lo.size and 1 not in (lp.size, lo.size):
+        raise ValueError(f"prompt_lens and output_lens must have the same length (or one of them one "
+                         f"entry), got {lp.size} and {lo.size}")
+    if lo.mean() < 2:
+        raise ValueError(f"output_lens must average >= 2 tokens (a decode phase), got {lo.mean():g}")
+    q = float(as_array("quantile", quantile))
+    if not 0 < q < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {q:g}")
+    b = check_integer("batch_size", batch_size, minimum=1)
+    context = int(round(decode_context(lp, lo))) if context_len is None else context_len
+    step = np.asarray(decode_step_time(dep, b, context), dtype=float)
+    tp = _prefill_times(dep, lp)
+    e_tp, e_tp2 = float(tp.mean()), float((tp ** 2).mean())
+    tp_q = float(np.quantile(tp, q))
+    steps = float(lo.mean()) - 1.0
+    rate = b / (steps * step + b * e_tp)
+    rho = rate * e_tp
+    wait = rate * e_tp2 / (2.0 * (1.0 - rho))
+    out = {
+        "batch_size": b.astype(np.int64) if b.ndim else int(b),
+        "rate": rate, "utilisation": rho, "tpot": step / (1.0 - rho), "ttft": e_tp + wait,
+        "ttft_quantile": np.asarray(wait_quantile(q, rho, wait), dtype=float) + tp_q,
+        "mean_wait": wait, "throughput": rate * float(lo.mean()), "step_time": step,
+    }
+    out = {k: (v if k == "batch_size" else scalar_or_array(v)) for k, v in out.items()}
+    out.update(prefill_mean=e_tp, prefill_mean_square=e_tp2, prefill_quantile=tp_q, decode_context=context)
+    return out
+
+
+@deployment_function
+def steady_state(dep: Deployment, batch_size, prompt_len, output_len, *, context_len=None) -> dict:
+    """One replica in steady state with ``batch_size`` sequences decoding: rate, TPOT and TTFT.
+
+    :func:`replica_steady_state` for requests that are all alike (L_p, L_o >= 2):
+    prefills then form an M/D/1 queue.
+
+    Parameters
+    ----------
+    model, accelerator : or one Deployment
+    batch_size : int or array of int
+        B, sequences decoding at once (the mean over time).
+    prompt_len, output_len : int
+        L_p and L_o (>= 2) of every request.
+    context_len : int, optional
+        Tokens in each sequence's KV cache for T(B); default L_p + L_o // 2.
+
+    Returns
+    -------
+    dict
+        ``rate`` (req/s), ``utilisation`` (rho), ``tpot`` (s), ``ttft`` (mean, s),
+        ``ttft_p99`` (99th percentile, s), ``throughput`` (output tok/s),
+        ``step_time`` (T(B), s), ``prefill_time`` (t_p, s).
+
+    Notes
+    -----
+    rate = B / ((L_o - 1) T(B) + B t_p), rho = rate t_p, TPOT = T(B) / (1 - rho),
+    TTFT = t_p + rho t_p / (2 (1 - rho)) (M/D/1 mean wait). Derived in the
+    chapter "SLOs and goodput".
 
     Examples
     --------
     >>> s = steady_state("Llama-3.1-8B", "A100", 64, prompt_len=1024, output_len=256)
     >>> round(s["rate"], 2), round(s["tpot"] * 1e3, 2), round(s["ttft"] * 1e3, 1)
-    (10.31, 24.34, 68.4)
+    (10.54, 23.82, 69.3)
     """
-    _check_kwargs(kwargs)
-    lp = int(check_integer("prompt_len", prompt_len, minimum=1))
-    lo = int(check_integer("output_len", output_len, minimum=2))
+    lp = int(check_integer("prompt_len", check_scalar("prompt_len", prompt_len), minimum=1))
+    lo = int(check_integer("output_len", check_scalar("output_len", output_len), minimum=2))
     s = lp + lo // 2 if context_len is None else context_len
-    b = check_integer("batch_size", batch_size, minimum=1)
-    t = np.asarray(decode_step_time(model, accelerator, b, s, **kwargs), dtype=float)
-    tp = float(prefill_time(model, accelerator, lp, **kwargs))
-    rate = b / ((lo - 1) * t + b * tp)
-    rho = rate * tp
-    wait = md1_mean_wait(rate, tp)
-    result = {
-        "rate": rate,
-        "utilisation": rho,
-        "tpot": t / (1 - rho),
-        "ttft": tp + wait,
-        "ttft_p99": tp + wait_quantile(0.99, rho, wait),
-        "throughput": rate * lo,
-        "step_time": t,
-        "prefill_time": np.full_like(t, tp),
-    }
-    if np.ndim(batch_size) == 0:
-        return {k: float(v) for k, v in result.items()}
-    return result
+    r = replica_steady_state(dep, batch_size, lp, lo, context_len=s, quantile=0.99)
+    keys = ("rate", "utilisation", "tpot", "ttft", "throughput", "step_time")
+    result = {k: r[k] for k in keys}
+    result["ttft_p99"] = r["ttft_quantile"]
+    result["prefill_time"] = scalar_or_array(np.full(np.shape(r["step_time"]), r["prefill_mean"]))
+    order = ("rate", "utilisation", "tpot", "ttft", "ttft_p99", "throughput", "step_time", "prefill_time")
+    return {k: result[k] for k in order}
 
 
-def max_batch_for_slos(model, accelerator, prompt_len, output_len, tpot_slo=None, ttft_slo=None,
-                       max_batch=None, context_len=None, ttft_statistic="p99", **kwargs) -> dict:
+@deployment_function
+def max_batch_for_slos(dep: Deployment, prompt_len, output_len, *, tpot_slo=None, ttft_slo=None,
+                       max_batch=None, context_len=None, ttft_statistic="p99") -> dict:
     """The largest batch that meets a TPOT and a TTFT target in :func:`steady_state`, and which limit binds.
 
     Parameters
     ----------
+    model, accelerator : or one Deployment
+    prompt_len, output_len : int
+        As in :func:`steady_state`.
     tpot_slo, ttft_slo : float or None
         Targets in seconds (None: no target), compared with the steady state:
         TPOT including prefill pauses (every request sees the same TPOT in
@@ -411,58 +562,57 @@ def max_batch_for_slos(model, accelerator, prompt_len, output_len, tpot_slo=None
     max_batch : int, optional
         The memory wall; default :func:`servingmath.memory.max_batch_size` at
         the context length (L_p + L_o // 2 unless given).
-    Other parameters as in :func:`steady_state`.
+    context_len : int, optional
 
     Returns
     -------
     dict
         ``batch_size`` (the largest allowed, 0 if none), ``binding`` (``"tpot"``,
         ``"ttft"`` or ``"memory"``: the limit that sets it; on a tie the memory
-        wall is named first, then TPOT), ``tpot_limit``, ``ttft_limit``, ``memory_limit`` (the batch each
-        allows alone) and the steady state at ``batch_size``.
+        wall is named first, then TPOT; :func:`binding_limit`), ``tpot_limit``,
+        ``ttft_limit``, ``memory_limit`` (the batch each allows alone) and the
+        steady state at ``batch_size``.
 
     Examples
     --------
     >>> r = max_batch_for_slos("Llama-3.1-8B", "H100", 8192, 128, tpot_slo=0.05, ttft_slo=1.0)
     >>> r["batch_size"], r["binding"], r["tpot_limit"], r["memory_limit"]
-    (26, 'ttft', 32, 51)
+    (24, 'ttft', 33, 51)
     """
-    _check_kwargs(kwargs)
     check_choice("ttft_statistic", ttft_statistic, ("p99", "mean"))
-    lp = int(check_integer("prompt_len", prompt_len, minimum=1))
-    lo = int(check_integer("output_len", output_len, minimum=2))
-    s = lp + lo // 2 if context_len is None else int(context_len)
+    lp = int(check_integer("prompt_len", check_scalar("prompt_len", prompt_len), minimum=1))
+    lo = int(check_integer("output_len", check_scalar("output_len", output_len), minimum=2))
+    s = lp + lo // 2 if context_len is None else int(check_integer("context_len", context_len, minimum=0))
     if max_batch is None:
-        mem_kwargs = {k: kwargs[k] for k in ("weight_dtype", "kv_dtype", "tensor_parallel") if k in kwargs}
-        max_batch = int(max_batch_size(model, accelerator, s, **mem_kwargs))
-    cap = int(check_integer("max_batch", max_batch, minimum=0))
+        max_batch = int(max_batch_size(dep, max(s, 1)))
+    cap = int(check_integer("max_batch", check_scalar("max_batch", max_batch), minimum=0))
     limits = {"memory": cap}
     if cap == 0:
         limits.update(tpot=0, ttft=0)
     else:
-        state = steady_state(model, accelerator, np.arange(1, cap + 1), lp, lo, s, **kwargs)
+        state = steady_state(dep, np.arange(1, cap + 1), lp, lo, context_len=s)
         column = {"tpot": "tpot", "ttft": "ttft" if ttft_statistic == "mean" else "ttft_p99"}
         for name, slo in (("tpot", tpot_slo), ("ttft", ttft_slo)):
             if slo is None:
                 limits[name] = cap
             else:
                 tau = float(check_positive(f"{name}_slo", slo))
-                values = np.maximum.accumulate(state[column[name]])
+                values = np.maximum.accumulate(np.atleast_1d(state[column[name]]))
                 limits[name] = int(np.searchsorted(values, tau, side="right"))
-    best = min(limits["tpot"], limits["ttft"], limits["memory"])
-    binding = next(n for n in ("memory", "tpot", "ttft") if limits[n] == best)
+    best, binding = binding_limit(limits, order=("memory", "tpot", "ttft"))
     result = {"batch_size": best, "binding": binding, "tpot_limit": limits["tpot"],
               "ttft_limit": limits["ttft"], "memory_limit": limits["memory"]}
     if best > 0:
-        result.update(steady_state(model, accelerator, best, lp, lo, s, **kwargs))
+        result.update(steady_state(dep, best, lp, lo, context_len=s))
     return result
 
 
-def request_latencies(model, accelerator, rates, prompt_lens, output_lens, max_batch=None,
-                      seed=0, **kwargs) -> dict:
+@deployment_function
+def request_latencies(dep: Deployment, rates, prompt_lens, output_lens, *, max_batch=None, seed=0) -> dict:
     """Per-request TTFT, TPOT and E2E latency of a workload at each request rate (analytic model).
 
-    A mean-value model of one replica (the simulator chapters replace it):
+    The mean-value model of :func:`replica_steady_state`, solved for the batch
+    at a given rate (the simulator chapters replace it):
 
     * decode: the mean batch B follows from Little's law, rate (E[L_o] - 1) =
       B (1 - rho) / T(B), with T at the mean context E[L_p] + E[L_o] / 2;
@@ -488,8 +638,6 @@ def request_latencies(model, accelerator, rates, prompt_lens, output_lens, max_b
     seed : int
         Seeds the uniform numbers that place each request in the wait distribution
         (the same numbers at every rate, so latencies grow with the rate).
-    **kwargs
-        As in :func:`steady_state`.
 
     Returns
     -------
@@ -504,9 +652,8 @@ def request_latencies(model, accelerator, rates, prompt_lens, output_lens, max_b
     --------
     >>> r = request_latencies("Llama-3.1-8B", "A100", 10.0, [1024] * 4, [256] * 4)
     >>> round(float(r["tpot"][0]) * 1e3, 2), round(r["max_rate"], 1)
-    (22.89, 12.8)
+    (21.39, 12.8)
     """
-    _check_kwargs(kwargs)
     lam = np.atleast_1d(check_positive("rates", rates)).astype(float)
     lp = check_integer("prompt_lens", np.atleast_1d(prompt_lens), minimum=1).ravel()
     lo = check_integer("output_lens", np.atleast_1d(output_lens), minimum=1).ravel()
@@ -515,16 +662,14 @@ def request_latencies(model, accelerator, rates, prompt_lens, output_lens, max_b
                          f"got {lp.size} and {lo.size}")
     s_mean = int(round(float(lp.mean() + lo.mean() / 2)))
     if max_batch is None:
-        mem_kwargs = {k: kwargs[k] for k in ("weight_dtype", "kv_dtype", "tensor_parallel") if k in kwargs}
-        max_batch = int(max_batch_size(model, accelerator, s_mean, **mem_kwargs))
+        max_batch = int(max_batch_size(dep, s_mean))
     cap = int(check_integer("max_batch", max_batch, minimum=1))
-    unique_lp, inverse = np.unique(lp, return_inverse=True)
-    tp = np.asarray(prefill_time(model, accelerator, unique_lp, **kwargs), dtype=float)[inverse]
+    tp = _prefill_times(dep, lp)
     e_tp, e_tp2 = float(tp.mean()), float((tp**2).mean())
     decode_tokens = float(lo.mean() - 1)
     b_grid = np.arange(1, cap + 1, dtype=float)
-    t_grid = np.maximum.accumulate(np.asarray(
-        decode_step_time(model, accelerator, b_grid.astype(np.int64), s_mean, **kwargs), dtype=float))
+    t_grid = np.maximum.accumulate(np.atleast_1d(np.asarray(
+        decode_step_time(dep, b_grid.astype(np.int64), s_mean), dtype=float)))
     rate_grid = b_grid / (decode_tokens * t_grid + b_grid * e_tp)       # increasing in B
     rho = lam * e_tp
     stable = (rho < 1) & (lam <= rate_grid[-1])
@@ -566,8 +711,9 @@ def request_latencies(model, accelerator, rates, prompt_lens, output_lens, max_b
 
 # ---------------------------------------------------------------- goodput
 
-def _latencies(name, value):
-    """Latencies: non-negative, NaN rejected, +inf allowed (a request that never finished)."""
+def _latencies(name, value, nan_ok=False):
+    """Latencies: non-negative, +inf allowed (a request that never finished); NaN rejected,
+    except in TPOT (``nan_ok``), where it marks a one-token request, which meets every target."""
     if value is None or isinstance(value, (str, bytes)):
         raise ValueError(f"{name} must be an array of latencies in seconds, got {value!r}")
     try:
@@ -575,7 +721,9 @@ def _latencies(name, value):
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be an array of latencies in seconds, got {value!r}") from None
     if arr.size and np.any(np.isnan(arr)):
-        raise ValueError(f"{name} must not contain NaN")
+        if not nan_ok:
+            raise ValueError(f"{name} must not contain NaN")
+        arr = np.nan_to_num(arr, nan=0.0, posinf=np.inf)
     if arr.size and np.any(arr < 0):
         raise ValueError(f"{name} must be >= 0, got {float(arr[arr < 0].flat[0]):g}")
     return np.atleast_1d(arr)
@@ -587,7 +735,7 @@ def meets_slo(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2e
     Parameters
     ----------
     ttft, tpot, e2el : array of float, seconds
-        Per-request TTFT, TPOT (0 for one-token requests) and end-to-end latency.
+        Per-request TTFT, TPOT (0 or NaN for one-token requests: met) and end-to-end latency.
     ttft_slo, tpot_slo, e2el_slo : float or None
         Targets in seconds; a metric without a target is not checked.
 
@@ -607,7 +755,7 @@ def meets_slo(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2e
         if values is None:
             raise ValueError(f"{metric}_slo = {slo!r} is given but {metric} is missing")
         target = float(check_positive(f"{metric}_slo", slo))
-        checks.append(_latencies(metric, values) <= target)
+        checks.append(_latencies(metric, values, nan_ok=metric == "tpot") <= target)
     if not checks:
         raise ValueError("give at least one target: ttft_slo, tpot_slo or e2el_slo")
     shapes = {c.shape for c in checks}
@@ -637,7 +785,7 @@ def request_throughput(n_requests, duration, n_gpus=1):
     n = check_integer("n_requests", n_requests, minimum=0)
     d = check_positive("duration", duration)
     g = check_integer("n_gpus", n_gpus, minimum=1)
-    return scalar_or_array(n / d / g, n_requests, duration, n_gpus)
+    return scalar_or_array(n / d / g)
 
 
 def request_goodput(ttft=None, tpot=None, duration=None, ttft_slo=None, tpot_slo=None,

@@ -24,11 +24,11 @@ What each metric means to the model
   (the first token comes out of the prefill's last pass).
 * ``itl`` (median inter-token latency) and ``tpot``: one decode step of
   ``batch_size`` sequences at the median context of the run,
-  ``prompt_len + (output_len - 2) // 2`` tokens (step times grow with the
+  ``prompt_len + 1 + (output_len - 2) // 2`` tokens (step times grow with the
   context, so the median step is the one at the median context).
 * ``e2e`` and every static-batch throughput: the whole static batch,
   :func:`static_batch_time` = one prefill of B prompts + (L_o - 1) decode
-  steps at contexts L_p, L_p + 1, ..., L_p + L_o - 2. Throughput is
+  steps at contexts L_p + 1, ..., L_p + L_o - 1. Throughput is
   B x L_o / T (tokens/s) or B / T (requests/s), divided by the GPU count
   when the source reports it per GPU.
 
@@ -49,9 +49,9 @@ Examples
 >>> row.metric, round(row.value * 1e3, 1), row.scenario
 ('itl_ms', 9.0, 'decode_step')
 >>> round(physical_bound(row) * 1e3, 2)          # ms: 13.5 GB of weights / 2.039 TB/s
-6.62
+6.5
 >>> bound_holds(row), round(achieved_fraction(row), 3)
-(True, 0.736)
+(True, 0.722)
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ from ._validation import (check_choice, check_fraction, check_integer, check_non
                           check_positive, scalar_or_array)
 from .datatypes import check_dtype
 from .decode import decode_step_parts, decode_step_time
+from .deployment import Deployment, deployment_function
 from .hardware import Accelerator, get_accelerator
 from .memory import fits
 from .models import ModelConfig, get_model, load_model_config
@@ -194,8 +195,9 @@ def accelerator_family(accelerator) -> str:
 
 @dataclass(frozen=True)
 class _Steps:
-    """Every forward step of a measured workload, its parts at the peaks (seconds), and how many
-    times each step counts."""
+    """The parts (seconds at the peaks, :func:`servingmath.step.time_parts`) of every forward step of a
+    measured workload, and how many times each step counts: the step model's numbers, kept so that
+    the calibration can rescale them by MBU and MFU without recomputing them."""
 
     weight: np.ndarray
     linear: np.ndarray
@@ -282,7 +284,7 @@ class Measurement:
 
         >>> row = load_published_measurements().by_row(48)
         >>> round(physical_bound(row.with_changes(accelerator=get_accelerator("A100-PCIe-80GB"))) * 1e3, 2)
-        6.98
+        6.85
         """
         allowed = {"model", "accelerator", "tensor_parallel", "weight_dtype", "kv_dtype", "compute_dtype",
                    "batch_size", "prompt_len", "output_len", "value"}
@@ -378,16 +380,17 @@ def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp) -> _Step
     so sum_j max(kv_j / u, att_j / m) = max(sum_j kv_j / u, sum_j att_j / m).
     """
     keys = ("weight_memory", "linear_compute", "kv_memory", "attention_compute", "communication")
+    dep = Deployment.build(model, acc, weight_dtype=wd, kv_dtype=kd, compute_dtype=cd, tensor_parallel=tp)
     rows = []   # (parts, steps it stands for)
     if scenario in ("prefill", "static_run"):
-        rows.append((prefill_step_parts(model, acc, prompt, batch, 0, wd, kd, cd, tp), 1))
+        rows.append((prefill_step_parts(dep, prompt, batch_size=batch), 1))
     if scenario == "static_run" and output > 1:
-        contexts = prompt + np.arange(output - 1)
-        parts = decode_step_parts(model, acc, batch, contexts, wd, kd, cd, tp)
+        contexts = prompt + 1 + np.arange(output - 1)
+        parts = decode_step_parts(dep, batch, contexts)
         rows.append(({k: np.sum(np.broadcast_to(np.asarray(parts[k], dtype=float), contexts.shape))
                       for k in keys}, output - 1))
     if scenario == "decode_step":
-        rows.append((decode_step_parts(model, acc, batch, prompt + (output - 2) // 2, wd, kd, cd, tp), 1))
+        rows.append((decode_step_parts(dep, batch, prompt + 1 + (output - 2) // 2), 1))
     arrays = [np.array([float(parts[k]) for parts, _ in rows]) for k in keys]
     count = np.array([float(n) for _, n in rows])
     layers = count * float(model.n_layers if tp > 1 else 0)
@@ -594,7 +597,7 @@ def predict(measurement: Measurement, efficiency: Efficiency | None = None, basi
     >>> data = load_published_measurements()
     >>> row = data.by_row(48)   # LMDeploy Llama-2-7B ITL at batch 1: 9.0 ms measured
     >>> round(predict(row, Efficiency(mbu=0.7)) * 1e3, 2)
-    9.47
+    9.28
     """
     if not isinstance(measurement, Measurement):
         raise ValueError(f"measurement must be a Measurement from load_published_measurements, "
@@ -624,22 +627,21 @@ def bound_holds(measurement: Measurement, basis: str = "total") -> bool:
     return bool(achieved_fraction(measurement, basis) <= 1.0)
 
 
-def static_batch_time(model, accelerator, batch_size, prompt_len, output_len, weight_dtype="bf16",
-                      kv_dtype="bf16", compute_dtype="bf16", tensor_parallel=1, mfu=1.0, mbu=1.0,
-                      comm_per_layer=0.0, step_overhead=0.0, part="total"):
+@deployment_function
+def static_batch_time(dep: Deployment, batch_size, prompt_len, output_len, *, comm_per_layer=0.0,
+                      part="total"):
     """Seconds for a static batch: B prompts prefilled together, then decoded together to L_o tokens each.
 
     Parameters
     ----------
-    model, accelerator, weight_dtype, kv_dtype, compute_dtype, tensor_parallel, mfu, mbu
-        As in :func:`servingmath.decode.decode_step_time` (scalars).
+    model, accelerator : or one Deployment (scalar settings; hybrid overlap)
     batch_size, prompt_len, output_len : int
         B, L_p and L_o (L_o >= 1 output tokens per sequence).
     comm_per_layer : float
         Seconds added per layer and step when ``tensor_parallel > 1``.
-    step_overhead : float
-        Seconds added to every forward step.
     part : {"total", "prefill", "decode"}
+    Deployment settings as keyword options (``mfu``, ``mbu``, ``step_overhead``: seconds
+    added to every forward step, ...).
 
     Returns
     -------
@@ -647,9 +649,9 @@ def static_batch_time(model, accelerator, batch_size, prompt_len, output_len, we
 
     Notes
     -----
-    T = T_prefill(B, L_p) + sum_{j=1}^{L_o - 1} T_decode(B, S = L_p + j - 1):
+    T = T_prefill(B, L_p) + sum_{j=1}^{L_o - 1} T_decode(B, S = L_p + j):
     the prefill's last pass yields token 1, each decode step one more, and step
-    j reads the KV cache of the L_p + j - 1 tokens before it (hybrid overlap).
+    j attends to the L_p + j tokens up to its own (hybrid overlap).
     Static-batch throughput is B L_o / T (divide by N for per GPU), the
     quantity TensorRT-LLM's gptSessionBenchmark and LMDeploy's
     profile_generation report.
@@ -658,27 +660,22 @@ def static_batch_time(model, accelerator, batch_size, prompt_len, output_len, we
     --------
     >>> t = static_batch_time("Llama-2-7B", "A100-SXM4-80GB", 1, 128, 128)
     >>> round(t * 1e3, 1)            # ms: one 128-token prefill + 127 weight reads
-    852.3
+    835.9
     >>> round(64 * 128 / static_batch_time("Llama-2-7B", "A100-SXM4-80GB", 64, 128, 128))  # tok/s
-    5182
+    5229
     """
     check_choice("part", part, ("total", "prefill", "decode"))
-    for name, value in [("batch_size", batch_size), ("prompt_len", prompt_len), ("output_len", output_len),
-                        ("tensor_parallel", tensor_parallel)]:
+    for name, value in [("batch_size", batch_size), ("prompt_len", prompt_len), ("output_len", output_len)]:
         if np.ndim(value) != 0:
             raise ValueError(f"{name} must be a single number here, got {np.shape(value)} values")
         check_integer(name, value, minimum=1)
-    model = get_model(model)
-    acc = get_accelerator(accelerator)
-    check_fraction("mfu", mfu)
-    check_fraction("mbu", mbu)
+    if not dep.is_scalar:
+        raise ValueError("static_batch_time takes scalar deployment settings")
     check_nonnegative("comm_per_layer", comm_per_layer)
-    check_nonnegative("step_overhead", step_overhead)
-    b, lp, lo, n = int(batch_size), int(prompt_len), int(output_len), int(tensor_parallel)
-    check_dtype(weight_dtype, "weight_dtype")
-    check_dtype(kv_dtype, "kv_dtype")
-    steps = _steps(model, acc, "static_run", b, lp, lo, weight_dtype, kv_dtype, compute_dtype, n)
-    times = _step_times(steps, mbu, mfu, comm_per_layer, step_overhead)
+    b, lp, lo, n = int(batch_size), int(prompt_len), int(output_len), int(dep.tensor_parallel)
+    steps = _steps(dep.model, dep.accelerator, "static_run", b, lp, lo, dep.weight_dtype, dep.kv_dtype,
+                   dep.compute_dtype, n)
+    times = _step_times(steps, float(dep.mbu), float(dep.mfu), comm_per_layer, float(dep.step_overhead))
     total_prefill, total_decode = float(times[0]), float(np.sum(times[1:]))
     return {"total": total_prefill + total_decode, "prefill": total_prefill, "decode": total_decode}[part]
 
@@ -937,15 +934,14 @@ class ImpliedEfficiency:
 _PHASES = ("decode", "prefill")
 
 
-def implied_efficiency(model, accelerator, measured_time, batch_size=1, context_len=0, phase="decode",
-                       prompt_len=1, weight_dtype="bf16", kv_dtype="bf16", compute_dtype="bf16",
-                       tensor_parallel=1) -> ImpliedEfficiency:
+@deployment_function
+def implied_efficiency(dep: Deployment, measured_time, *, batch_size=1, context_len=0, phase="decode",
+                       prompt_len=1) -> ImpliedEfficiency:
     """The MBU and MFU a measured step time implies: place your own benchmark on the roofline.
 
     Parameters
     ----------
-    model : str or ModelConfig
-    accelerator : str or Accelerator
+    model, accelerator : or one Deployment (its mfu and mbu are not used: the result is what they are)
     measured_time : float or array
         Seconds of one decode step (a TPOT or ITL) or one prefill.
     batch_size : int or array
@@ -956,9 +952,8 @@ def implied_efficiency(model, accelerator, measured_time, batch_size=1, context_
     phase : {"decode", "prefill"}
     prompt_len : int or array
         Prefill only: new tokens per prompt.
-    weight_dtype, kv_dtype, compute_dtype : str
-    tensor_parallel : int
-        GPUs the model is split across; the times are per GPU.
+    weight_dtype, kv_dtype, compute_dtype, tensor_parallel : deployment settings (keyword options)
+        The times are per GPU.
 
     Returns
     -------
@@ -983,54 +978,50 @@ def implied_efficiency(model, accelerator, measured_time, batch_size=1, context_
     --------
     >>> e = implied_efficiency("Llama-3.1-8B", "H200", 0.00563411, batch_size=1, context_len=512)
     >>> round(e.mbu, 3), round(e.mfu, 4), e.limited_by    # our H200, CUDA graphs
-    (0.596, 0.0027, 'memory')
+    (0.558, 0.0027, 'memory')
     >>> e = implied_efficiency("Llama-3.1-8B", "H200", 0.227165, phase="prefill", prompt_len=8192)
     >>> round(e.mfu, 3), e.limited_by
     (0.587, 'compute')
     """
     check_choice("phase", phase, _PHASES)
     t = check_positive("measured_time", measured_time)
+    dep = dep.replace(mfu=1.0, mbu=1.0, overlap="hybrid", step_overhead=0.0)
     if phase == "decode":
-        parts = decode_step_parts(model, accelerator, batch_size, context_len, weight_dtype, kv_dtype,
-                                  compute_dtype, tensor_parallel)
-        bound = decode_step_time(model, accelerator, batch_size, context_len, weight_dtype, kv_dtype,
-                                 compute_dtype, tensor_parallel)
-        inputs = (measured_time, batch_size, context_len, tensor_parallel)
+        parts = decode_step_parts(dep, batch_size, context_len)
+        bound = decode_step_time(dep, batch_size, context_len)
     else:
-        parts = prefill_step_parts(model, accelerator, prompt_len, batch_size, context_len, weight_dtype,
-                                   kv_dtype, compute_dtype, tensor_parallel)
-        bound = prefill_time(model, accelerator, prompt_len, batch_size, context_len, weight_dtype, kv_dtype,
-                             compute_dtype, tensor_parallel)
-        inputs = (measured_time, batch_size, context_len, prompt_len, tensor_parallel)
+        parts = prefill_step_parts(dep, prompt_len, batch_size=batch_size, cached_len=context_len)
+        bound = prefill_time(dep, prompt_len, batch_size=batch_size, cached_len=context_len)
     memory = np.asarray(parts["weight_memory"]) + np.asarray(parts["kv_memory"])
     compute = np.asarray(parts["linear_compute"]) + np.asarray(parts["attention_compute"])
     memory, compute, bound, t = np.broadcast_arrays(memory, compute, np.asarray(bound), t)
     limited = np.where(memory >= compute, "memory", "compute")
     return ImpliedEfficiency(
-        measured_time=scalar_or_array(t, *inputs),
-        bound=scalar_or_array(bound, *inputs),
-        memory_time=scalar_or_array(memory, *inputs),
-        compute_time=scalar_or_array(compute, *inputs),
-        mbu=scalar_or_array(memory / t, *inputs),
-        mfu=scalar_or_array(compute / t, *inputs),
-        fraction_of_bound=scalar_or_array(bound / t, *inputs),
+        measured_time=scalar_or_array(t),
+        bound=scalar_or_array(bound),
+        memory_time=scalar_or_array(memory),
+        compute_time=scalar_or_array(compute),
+        mbu=scalar_or_array(memory / t),
+        mfu=scalar_or_array(compute / t),
+        fraction_of_bound=scalar_or_array(bound / t),
         limited_by=str(limited) if limited.ndim == 0 else limited,
     )
 
 
-def implied_mbu(model, accelerator, measured_time, batch_size=1, context_len=0, **kwargs):
+def implied_mbu(model, accelerator=None, measured_time=None, **kwargs):
     """MBU a measured decode step implies: (weight + KV bytes) / (t x N x peak bandwidth).
 
     Keyword arguments as in :func:`implied_efficiency`.
 
     >>> round(implied_mbu("Llama-2-7B", "A100-SXM4-80GB", 0.009, context_len=64, weight_dtype="fp16",
     ...                   kv_dtype="fp16"), 3)   # LMDeploy, batch 1: 9 ms per token
-    0.736
+    0.722
     """
-    return implied_efficiency(model, accelerator, measured_time, batch_size, context_len, **kwargs).mbu
+    args = (model,) if isinstance(model, Deployment) else (model, accelerator)
+    return implied_efficiency(*args, measured_time if measured_time is not None else accelerator, **kwargs).mbu
 
 
-def implied_mfu(model, accelerator, measured_time, batch_size=1, context_len=0, **kwargs):
+def implied_mfu(model, accelerator=None, measured_time=None, **kwargs):
     """MFU a measured step implies: FLOPs / (t x N x peak FLOP/s). Keyword arguments as in
     :func:`implied_efficiency` (``phase="prefill"`` with ``prompt_len`` for a prefill).
 
@@ -1038,4 +1029,5 @@ def implied_mfu(model, accelerator, measured_time, batch_size=1, context_len=0, 
     ...                   weight_dtype="fp16", compute_dtype="fp16"), 3)   # TensorRT-LLM TTFT
     0.666
     """
-    return implied_efficiency(model, accelerator, measured_time, batch_size, context_len, **kwargs).mfu
+    args = (model,) if isinstance(model, Deployment) else (model, accelerator)
+    return implied_efficiency(*args, measured_time if measured_time is not None else accelerator, **kwargs).mfu

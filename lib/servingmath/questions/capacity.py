@@ -39,13 +39,13 @@ def _decode_only_rate(p):
     kw = dict(tensor_parallel=p["tp"], weight_dtype=p["dtype"], kv_dtype=p["dtype"], mfu=p["mfu"], mbu=p["mbu"],
               compute_dtype=compute_dtype_for(p["dtype"], p["accelerator"]))
     context = p["prompt_len"] + p["output_len"] // 2
-    b = max_batch_for_tpot(p["tpot_slo"], p["model"], p["accelerator"], context, **kw)
+    b = max_batch_for_tpot(p["model"], p["accelerator"], context, tpot_slo=p["tpot_slo"], **kw)
     return b / ((p["output_len"] - 1) * decode_step_time(p["model"], p["accelerator"], b, context, **kw))
 
 
 def _cheapest(p):
-    return cheapest_plan(p["model"], p["rate"], p["prompt_len"], p["output_len"], p["ttft_slo"], p["tpot_slo"],
-                         p["prices"], mfu=p["mfu"], mbu=p["mbu"]).accelerator
+    return cheapest_plan(p["model"], p["rate"], p["prompt_len"], p["output_len"], ttft_slo=p["ttft_slo"],
+                         tpot_slo=p["tpot_slo"], prices=p["prices"], mfu=p["mfu"], mbu=p["mbu"]).accelerator
 
 
 _CAPACITY = {"model": "Llama-3.1-70B", "accelerator": "H100-SXM5-80GB", "tp": 4, "dtype": "fp8",

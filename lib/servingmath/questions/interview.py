@@ -56,11 +56,11 @@ def _claim(phrase: str, *patterns: str) -> str:
 
 # ---------------------------------------------------------------- numbers the answers quote
 def _knee_tp8(p):
-    return float(tp_knee_batch_size(p["model"], p["accelerator"], 0, p["tp"]))
+    return float(tp_knee_batch_size(p["model"], p["accelerator"], 0, tensor_parallel=p["tp"]))
 
 
 def _tp_time(p, batch):
-    return float(tensor_parallel_decode_time(p["model"], p["accelerator"], batch, p["context"], p["tp"]))
+    return float(tensor_parallel_decode_time(p["model"], p["accelerator"], batch, p["context"], tensor_parallel=p["tp"]))
 
 
 def _ridge_h100():
@@ -389,11 +389,11 @@ _FLOOR_TP8 = Question(
     "interview.decode_floor_70b_tp8",
     "The fastest a decode step of Llama-3.1-70B (bf16) can be on 8 x H100-SXM5-80GB with tensor "
     "parallelism 8: batch 1, empty cache, physical bound, all-reduces free. (ms)",
-    answer=lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, 8)),
+    answer=lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, tensor_parallel=8)),
     unit="ms",
     mistakes=[
         Mistake("That is one GPU reading all 141 GB of weights. With TP 8 each GPU reads its eighth, in "
-                "parallel.", lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, 8)) * 8),
+                "parallel.", lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, tensor_parallel=8)) * 8),
     ],
     chapter="parallelism", difficulty="medium",
 )

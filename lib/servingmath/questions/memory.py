@@ -73,16 +73,16 @@ QUESTIONS = [
         "memory.weights_per_gpu",
         "Llama-3.1-70B is stored in fp8 and split over 4 GPUs with tensor parallelism. "
         "How many GB of weights does each GPU hold? (GB)",
-        answer=lambda p: weight_bytes_per_gpu(p["model"], "fp8", p["tp"]),
+        answer=lambda p: weight_bytes_per_gpu(p["model"], weight_dtype="fp8", tensor_parallel=p["tp"]),
         unit="GB",
         params={"model": "Llama-3.1-70B", "tp": 4},
         mistakes=[
             Mistake("That is the whole model: with tensor_parallel = 4 each GPU holds a quarter.",
                     lambda p: weight_bytes(p["model"], "fp8")),
             Mistake("That is bf16 (2 bytes per weight); fp8 stores 1 byte per weight.",
-                    lambda p: weight_bytes_per_gpu(p["model"], "bf16", p["tp"])),
+                    lambda p: weight_bytes_per_gpu(p["model"], weight_dtype="bf16", tensor_parallel=p["tp"])),
             Mistake("That is int4 (half a byte per weight); fp8 stores 1 byte per weight.",
-                    lambda p: weight_bytes_per_gpu(p["model"], "int4", p["tp"])),
+                    lambda p: weight_bytes_per_gpu(p["model"], weight_dtype="int4", tensor_parallel=p["tp"])),
         ],
     ),
     Question(
@@ -105,7 +105,7 @@ QUESTIONS = [
     Question(
         "memory.kv_long_sequence",
         "How large is the bf16 KV cache of one 32768-token request to Qwen2.5-7B? (GiB)",
-        answer=lambda p: kv_bytes_per_sequence(p["model"], p["context"], "bf16"),
+        answer=lambda p: kv_bytes_per_sequence(p["model"], p["context"], kv_dtype="bf16"),
         unit="GiB",
         params={"model": "Qwen2.5-7B", "context": 32768},
         mistakes=[
@@ -121,7 +121,7 @@ QUESTIONS = [
         "memory.static_batch_kv",
         "LMDeploy benchmarked Llama-2-7B (fp16) at batch 64 with 2048 prompt + 2048 output "
         "tokens on an A100-80GB. How much KV cache do 64 sequences of 4096 tokens need? (GiB)",
-        answer=lambda p: p["batch"] * kv_bytes_per_sequence(p["model"], p["context"], "fp16"),
+        answer=lambda p: p["batch"] * kv_bytes_per_sequence(p["model"], p["context"], kv_dtype="fp16"),
         unit="GiB",
         params={"model": "Llama-2-7B", "batch": 64, "context": 4096},
         mistakes=[
@@ -130,7 +130,7 @@ QUESTIONS = [
             Mistake("That is one layer's worth: each of the 32 layers keeps its own K and V.",
                     lambda p: p["batch"] * _kv_token(p, layers=False) * p["context"]),
             Mistake("That is one sequence; the batch holds 64 of them.",
-                    lambda p: kv_bytes_per_sequence(p["model"], p["context"], "fp16")),
+                    lambda p: kv_bytes_per_sequence(p["model"], p["context"], kv_dtype="fp16")),
         ],
     ),
     Question(
@@ -160,7 +160,7 @@ QUESTIONS = [
         "memory.kv_per_gpu_replicated",
         "Llama-3.1-405B (8 KV heads) runs with tensor_parallel = 16 and a bf16 KV cache. "
         "How many bytes of KV cache does one token add on each GPU? (bytes)",
-        answer=lambda p: kv_bytes_per_token_per_gpu(p["model"], "bf16", p["tp"]),
+        answer=lambda p: kv_bytes_per_token_per_gpu(p["model"], tensor_parallel=p["tp"]),
         unit="B",
         params={"model": "Llama-3.1-405B", "tp": 16},
         mistakes=[
@@ -170,7 +170,7 @@ QUESTIONS = [
             Mistake("That is the whole model's cache per token; the question asks per GPU.",
                     lambda p: kv_bytes_per_token(p["model"], "bf16")),
             Mistake("That is the sum over all 16 GPUs; the question asks per GPU.",
-                    lambda p: kv_bytes_per_token_per_gpu(p["model"], "bf16", p["tp"]) * p["tp"]),
+                    lambda p: kv_bytes_per_token_per_gpu(p["model"], tensor_parallel=p["tp"]) * p["tp"]),
         ],
     ),
     Question(

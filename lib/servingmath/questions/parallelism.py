@@ -40,19 +40,19 @@ def _link(p):
 
 def _step_comm(p, per_layer=2, latency=True, base=True, bytes_=True):
     one = allreduce_time(_message(p) if bytes_ else 0.0, p["tp"], _link(p),
-                         p["alpha"] if latency else 0.0, p["alpha0"] if (latency and base) else 0.0)
+                         latency=p["alpha"] if latency else 0.0, base_latency=p["alpha0"] if (latency and base) else 0.0)
     return per_layer * get_model(p["model"]).n_layers * one
 
 
 def _tpot_without_kv_split(p):
     parts = decode_step_parts(p["model"], p["accelerator"], p["batch"], p["context"], tensor_parallel=p["tp"])
-    return tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"], p["tp"]) \
+    return tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"], tensor_parallel=p["tp"]) \
         - parts["kv_memory"] + parts["kv_memory"] * p["tp"]
 
 
 def _tpot_without_comm(p):
-    return tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"], p["tp"]) \
-        - tensor_parallel_communication_time(p["model"], p["accelerator"], p["batch"], p["tp"])
+    return tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"], tensor_parallel=p["tp"]) \
+        - tensor_parallel_communication_time(p["model"], p["accelerator"], p["batch"], tensor_parallel=p["tp"])
 
 
 def _knee(p, **over):
@@ -61,7 +61,7 @@ def _knee(p, **over):
 
 
 def _per_gpu_at_fixed_batch(p, n):
-    return per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"], n, **_REAL)
+    return per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"], tensor_parallel=n, **_REAL)
 
 
 QUESTIONS = [
@@ -118,7 +118,7 @@ QUESTIONS = [
         "TPOT of Llama-3.1-70B on 8 x H100 SXM with TP = 8: batch 64, 2048 tokens of context per sequence, "
         "bf16, physical bound (MFU = MBU = 1, alpha = 0), hybrid overlap. (ms)",
         answer=lambda p: tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"],
-                                                     p["tp"]),
+                                                     tensor_parallel=p["tp"]),
         unit="ms",
         params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "context": 2048, "tp": 8},
         mistakes=[
@@ -132,20 +132,20 @@ QUESTIONS = [
         "parallelism.per_gpu_throughput",
         "Llama-3.1-70B, TP = 8 on H100, batch 256, 2048 tokens of context, realistic settings "
         "(MFU 0.6, MBU 0.65, NCCL latencies, link efficiency 0.8): output tokens/s per GPU? (tok/s)",
-        answer=lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"], p["tp"],
+        answer=lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"], tensor_parallel=p["tp"],
                                             **_REAL),
         unit="tok/s",
         params={"model": _LLAMA70, "accelerator": _H100, "batch": 256, "context": 2048, "tp": 8},
         mistakes=[
             Mistake("That is the whole replica's throughput, B / T; per GPU divide by N = 8.",
                     lambda p: p["tp"] * per_gpu_throughput(p["model"], p["accelerator"], p["batch"],
-                                                           p["context"], p["tp"], **_REAL)),
+                                                           p["context"], tensor_parallel=p["tp"], **_REAL)),
             Mistake("That is the physical bound; the question asks for the realistic settings.",
                     lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"],
-                                                 p["tp"])),
+                                                 tensor_parallel=p["tp"])),
             Mistake("That is one sequence's rate, 1 / TPOT.",
                     lambda p: 1 / tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"],
-                                                              p["context"], p["tp"], **_REAL)),
+                                                              p["context"], tensor_parallel=p["tp"], **_REAL)),
         ],
     ),
     Question(
@@ -203,7 +203,7 @@ QUESTIONS = [
         "parallelism.kv_replicated",
         "Llama-3.1-70B (8 KV heads) split over two 8-GPU nodes with TP = 16: how many bytes of bf16 KV "
         "cache does one token add on each GPU? (bytes)",
-        answer=lambda p: kv_bytes_per_token_per_gpu(p["model"], "bf16", p["tp"]),
+        answer=lambda p: kv_bytes_per_token_per_gpu(p["model"], tensor_parallel=p["tp"]),
         unit="B",
         params={"model": _LLAMA70, "tp": 16},
         mistakes=[
@@ -233,15 +233,15 @@ QUESTIONS = [
         "parallelism.slo_batch",
         "Llama-3.1-70B, TP = 4 on H100, 2048 tokens of context, realistic settings (MFU 0.6, MBU 0.65, NCCL "
         "latencies, link efficiency 0.8): the largest batch whose TPOT meets 50 ms (memory aside)? (a number)",
-        answer=lambda p: tpot_slo_batch_size(p["slo"], p["model"], p["accelerator"], p["context"], p["tp"],
+        answer=lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"], tensor_parallel=p["tp"],
                                              **_REAL),
         params={"model": _LLAMA70, "accelerator": _H100, "context": 2048, "tp": 4, "slo": 0.050},
         mistakes=[
             Mistake("That is the physical bound (MFU = MBU = 1, free all-reduces); the question asks for "
                     "the realistic settings.",
-                    lambda p: tpot_slo_batch_size(p["slo"], p["model"], p["accelerator"], p["context"], p["tp"])),
+                    lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"], tensor_parallel=p["tp"])),
             Mistake("You applied MFU and MBU but left the all-reduces free: their latency and bytes count too.",
-                    lambda p: tpot_slo_batch_size(p["slo"], p["model"], p["accelerator"], p["context"], p["tp"],
+                    lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"], tensor_parallel=p["tp"],
                                                   mfu=_REAL["mfu"], mbu=_REAL["mbu"])),
         ],
     ),

@@ -36,7 +36,7 @@ def _with(scheme, **changes):
 def _bandwidth_only_throughput(p):
     """Throughput at the SLO if the step were weight read + KV read (+ all-reduces), never compute-bound."""
     s = get_scheme(p["scheme"])
-    wall = scheme_max_batch(p["model"], p["accelerator"], p["context"], s, p["tp"])
+    wall = scheme_max_batch(p["model"], p["accelerator"], p["context"], scheme=s, tensor_parallel=p["tp"])
     batches = np.arange(1, wall + 1)
     parts = decode_step_parts(p["model"], p["accelerator"], batches, p["context"], tensor_parallel=p["tp"],
                               **s.dtypes)
@@ -51,14 +51,14 @@ def _x_bandwidth(kv=2 * L * K * d_h * b_kv, weights=P_w * b_w, per_tau=True):
 
 
 def _lower_knee(p):
-    knees = {c: scheme_knee(p["model"], p["accelerator"], c) for c in p["options"]}
-    base = scheme_knee(p["model"], p["accelerator"], "W16A16")
+    knees = {c: scheme_knee(p["model"], p["accelerator"], scheme=c) for c in p["options"]}
+    base = scheme_knee(p["model"], p["accelerator"], scheme="W16A16")
     return {"W4A16": "int4 weights with bf16 math", "W8A8-FP8": "fp8 weights with fp8 math",
             "W16A16+KV8": "an fp8 KV cache"}[min((k, c) for c, k in knees.items() if k < base * 0.99)[1]]
 
 
 def _better_upgrade(p):
-    x = {c: throughput_at_tpot_slo(p["tpot_slo"], p["model"], p["accelerator"], p["context"], c)
+    x = {c: throughput_at_tpot_slo(p["model"], p["accelerator"], p["context"], tpot_slo=p["tpot_slo"], scheme=c)
          for c in ("W4A16", "W16A16+KV8")}
     return max(x, key=x.get)
 
@@ -86,7 +86,7 @@ QUESTIONS = [
         "Llama-3.1-8B with W4A16 (int4 weights, bf16 math, KV cache left in bf16) on one "
         "A100-SXM4-80GB: the TPOT at batch 1 with 16384 tokens in the KV cache, at the physical bound "
         "(hybrid model). (ms)",
-        answer=lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], p["scheme"]),
+        answer=lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"]),
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "A100-SXM4-80GB", "context": 16384,
                 "scheme": "W4A16"},
@@ -94,15 +94,15 @@ QUESTIONS = [
             Mistake("W4A16 quantizes the weights only: the KV cache stays in bf16 (2 bytes per element) "
                     "unless the server is told to store it in fp8.",
                     lambda p: tpot_floor(p["model"], p["accelerator"], p["context"],
-                                         _with(p["scheme"], kv_dtype="int4"))),
+                                         scheme=_with(p["scheme"], kv_dtype="int4"))),
             Mistake("int4 is half a byte per weight, not 4 bytes.",
                     lambda p: tpot_floor(p["model"], p["accelerator"], p["context"],
-                                         _with(p["scheme"], weight_dtype="fp32"))),
+                                         scheme=_with(p["scheme"], weight_dtype="fp32"))),
             Mistake("That is the bf16 model's floor: with int4 weights the weight read shrinks four-fold.",
-                    lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], "W16A16")),
+                    lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme="W16A16")),
             Mistake("You left out the KV read: at batch 1 the step reads the weights AND the sequence's "
                     "16384 cached tokens.",
-                    lambda p: tpot_floor(p["model"], p["accelerator"], 0, p["scheme"])),
+                    lambda p: tpot_floor(p["model"], p["accelerator"], 0, scheme=p["scheme"])),
         ],
     ),
     Question(
@@ -110,32 +110,32 @@ QUESTIONS = [
         "The knee B* (hybrid model: the batch at which the weight matmuls turn compute-bound) of "
         "Llama-3.1-8B with W4A16 (int4 weights, bf16 math) on one H100-SXM5-80GB, at the physical "
         "bound. (a number of sequences, not rounded)",
-        answer=lambda p: scheme_knee(p["model"], p["accelerator"], p["scheme"]),
+        answer=lambda p: scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"]),
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "scheme": "W4A16"},
         mistakes=[
             Mistake("That is the bf16 knee. Fewer bytes per weight shorten the weight read that hides the "
                     "matmuls, so the knee moves down: B* = (F/W)(P_w/P)(b_w/2).",
-                    lambda p: scheme_knee(p["model"], p["accelerator"], "W16A16")),
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme="W16A16")),
             Mistake("Upside down: the knee is proportional to b_w, so int4 weights move it down four-fold, "
                     "not up.",
-                    lambda p: 4 * scheme_knee(p["model"], p["accelerator"], "W16A16")),
+                    lambda p: 4 * scheme_knee(p["model"], p["accelerator"], scheme="W16A16")),
             Mistake("Weight-only quantization computes in bf16: use the bf16 peak, not the fp8 (or int8) one.",
-                    lambda p: scheme_knee(p["model"], p["accelerator"], _with(p["scheme"], compute_dtype="fp8"))),
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(p["scheme"], compute_dtype="fp8"))),
         ],
     ),
     Question(
         "quantization.knee_w8a8",
         "The knee B* (hybrid model) of Llama-3.1-8B with W8A8-FP8 (fp8 weights and fp8 math) on one "
         "H100-SXM5-80GB, at the physical bound. (a number of sequences, not rounded)",
-        answer=lambda p: scheme_knee(p["model"], p["accelerator"], p["scheme"]),
+        answer=lambda p: scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"]),
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "scheme": "W8A8-FP8"},
         mistakes=[
             Mistake("Twice too large: the large-matrix knee is (F/W) x b_w / 2, where the 2 is the two FLOPs "
                     "of a multiply-add. 'ridge x b_w / b_a' is right only with the bf16 ridge, not the fp8 one.",
-                    lambda p: 2 * scheme_knee(p["model"], p["accelerator"], p["scheme"])),
+                    lambda p: 2 * scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"])),
             Mistake("That is the weight-only (W8A16) knee: fp8 math also doubles the peak FLOP/s, which moves "
                     "the knee back up.",
-                    lambda p: scheme_knee(p["model"], p["accelerator"], _with(p["scheme"], compute_dtype="bf16"))),
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(p["scheme"], compute_dtype="bf16"))),
         ],
     ),
     Question(
@@ -143,20 +143,20 @@ QUESTIONS = [
         "How many sequences of 4096 cached tokens fit next to Llama-3.1-8B with W4A16 weights (KV cache "
         "in bf16) on one L40S (48 GB, decimal), when weights and KV cache may use 90 % of the memory? "
         "(a whole number of sequences)",
-        answer=lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"], p["scheme"]),
+        answer=lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"], scheme=p["scheme"]),
         rel_tol=0.005,
         params={"model": "Llama-3.1-8B", "accelerator": "L40S", "context": 4096, "scheme": "W4A16"},
         mistakes=[
             Mistake("Weight quantization does not shrink the KV cache: W4A16 keeps keys and values in bf16.",
                     lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"],
-                                               _with(p["scheme"], kv_dtype="int4"))),
+                                               scheme=_with(p["scheme"], kv_dtype="int4"))),
             Mistake("That assumes an fp8 KV cache (W4A16+KV8); this W4A16 server keeps it in bf16.",
                     lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"],
-                                               _with(p["scheme"], kv_dtype="fp8"))),
+                                               scheme=_with(p["scheme"], kv_dtype="fp8"))),
             Mistake("That is the bf16 model's wall: int4 weights free 1.5 bytes per parameter for KV cache.",
-                    lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"], "W16A16")),
+                    lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"], scheme="W16A16")),
             Mistake("You used all of the memory; the question keeps 10 % back.",
-                    lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"], p["scheme"],
+                    lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"], scheme=p["scheme"],
                                                gpu_memory_utilization=1.0)),
         ],
     ),
@@ -166,22 +166,22 @@ QUESTIONS = [
         "0), every sequence at 4096 cached tokens, TPOT SLO 50 ms. What is the highest output throughput "
         "of the whole instance that meets the SLO and fits in memory (hybrid model, physical bound)? "
         "(tok/s)",
-        answer=lambda p: throughput_at_tpot_slo(p["tpot_slo"], p["model"], p["accelerator"], p["context"],
-                                                p["scheme"], p["tp"]),
+        answer=lambda p: throughput_at_tpot_slo(p["model"], p["accelerator"], p["context"], tpot_slo=p["tpot_slo"],
+                                                scheme=p["scheme"], tensor_parallel=p["tp"]),
         unit="tok/s",
         params={"model": "Llama-3.1-70B", "accelerator": "A100-SXM4-80GB", "context": 4096, "scheme": "W4A16",
                 "tp": 4, "tpot_slo": 0.050},
         difficulty="hard",
         mistakes=[
             Mistake("That is per GPU; the question asks for the whole 4-GPU instance.",
-                    lambda p: throughput_at_tpot_slo(p["tpot_slo"], p["model"], p["accelerator"], p["context"],
-                                                     p["scheme"], p["tp"]) / p["tp"]),
+                    lambda p: throughput_at_tpot_slo(p["model"], p["accelerator"], p["context"], tpot_slo=p["tpot_slo"],
+                                                     scheme=p["scheme"], tensor_parallel=p["tp"]) / p["tp"]),
             Mistake("You treated the step as bandwidth-bound at every batch. The W4A16 knee on the A100 is "
                     "about 39 sequences: past it the bf16 matmuls, 2 P / F per sequence, set the time.",
                     _bandwidth_only_throughput),
             Mistake("That is the bf16 (W16A16) throughput; with int4 weights more sequences fit.",
-                    lambda p: throughput_at_tpot_slo(p["tpot_slo"], p["model"], p["accelerator"], p["context"],
-                                                     "W16A16", p["tp"])),
+                    lambda p: throughput_at_tpot_slo(p["model"], p["accelerator"], p["context"], tpot_slo=p["tpot_slo"],
+                                                     scheme="W16A16", tensor_parallel=p["tp"])),
         ],
     ),
     Question(

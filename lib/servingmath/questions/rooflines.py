@@ -27,7 +27,7 @@ def _ridge(p, dtype=None, sparse=1.0):
 
 def _b_crit(p, **changes):
     q = {**p, **changes}
-    return critical_batch_size(q["accelerator"], q["weight_dtype"], q["compute_dtype"],
+    return critical_batch_size(q["accelerator"], weight_dtype=q["weight_dtype"], compute_dtype=q["compute_dtype"],
                                mfu=q.get("mfu", 1.0), mbu=q.get("mbu", 1.0))
 
 
@@ -203,7 +203,7 @@ QUESTIONS = [
         id="rooflines.attention_bound",
         prompt=("Llama-3.1-70B decodes on an H100 SXM at batch 256 with 8k tokens of context each and an "
                 "fp8 KV cache. Is its attention 'compute-bound' or 'memory-bound'?"),
-        answer=lambda p: ("compute-bound" if decode_attention_intensity(p["model"], p["kv_dtype"])
+        answer=lambda p: ("compute-bound" if decode_attention_intensity(p["model"], kv_dtype=p["kv_dtype"])
                           > ridge_point(p["accelerator"]) else "memory-bound"),
         kind="choice",
         choices=("compute-bound", "memory-bound"),

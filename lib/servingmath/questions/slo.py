@@ -34,7 +34,7 @@ def _b_mem(p):
 
 
 def _b_slo(p, **kw):
-    return max_batch_for_tpot(p["tau"], p["model"], p["accelerator"], p["context"],
+    return max_batch_for_tpot(p["model"], p["accelerator"], p["context"], tpot_slo=p["tau"],
                               max_batch=_b_mem(p), tensor_parallel=p["tp"], **kw)
 
 

@@ -37,14 +37,14 @@ def _dtypes(p):
 
 def _claim_verdict(p, accelerator=None):
     bound = decode_step_time(p["model"], accelerator or p["accelerator"], 1, p["context_len"],
-                             p["dtype"], p["dtype"], p["dtype"])
+                             weight_dtype=p["dtype"], kv_dtype=p["dtype"], compute_dtype=p["dtype"])
     return "impossible" if p["claimed"] < bound else "possible"
 
 
 def _mbu(p, accelerator=None, **changes):
     q = {**p, **changes}
-    return implied_mbu(q["model"], accelerator or q["accelerator"], q["measured"], q["batch_size"],
-                       q["context_len"], **_dtypes(q))
+    return implied_mbu(q["model"], accelerator or q["accelerator"], q["measured"], batch_size=q["batch_size"],
+                       context_len=q["context_len"], **_dtypes(q))
 
 
 def _sparse(accelerator):
@@ -63,13 +63,13 @@ def _flops_over_peak(p, flops):
 
 def _static(p, part="total"):
     return static_batch_time(p["model"], p["accelerator"], p["batch_size"], p["prompt_len"], p["output_len"],
-                             "fp16", "fp16", "fp16", part=part)
+                             weight_dtype="fp16", kv_dtype="fp16", compute_dtype="fp16", part=part)
 
 
 def _decode_steps_at(p, context):
     """The L_o - 1 decode steps all taken at one context (a slip)."""
     return (p["output_len"] - 1) * decode_step_time(p["model"], p["accelerator"], p["batch_size"], context,
-                                                    "fp16", "fp16", "fp16")
+                                                    weight_dtype="fp16", kv_dtype="fp16", compute_dtype="fp16")
 
 
 def _throughput(p, seconds):
@@ -77,15 +77,15 @@ def _throughput(p, seconds):
 
 
 def _fit(p, memory_bytes=None, utilisation=1.0, kv_dtype=None):
-    return max_batch_size(p["model"], p["accelerator"], p["context_len"], "fp16", kv_dtype or "fp16",
+    return max_batch_size(p["model"], p["accelerator"], p["context_len"], weight_dtype="fp16", kv_dtype=kv_dtype or "fp16",
                           gpu_memory_utilization=utilisation,
                           memory_bytes=p["memory_gib"] * GiB if memory_bytes is None else memory_bytes)
 
 
 def _itl(p, **changes):
     q = {**p, **changes}
-    return decode_step_time(q["model"], q["accelerator"], q["batch_size"], q["context_len"], "fp16", "fp16",
-                            "fp16", mfu=q["mfu"], mbu=q["mbu"])
+    return decode_step_time(q["model"], q["accelerator"], q["batch_size"], q["context_len"], weight_dtype="fp16",
+                            kv_dtype="fp16", compute_dtype="fp16", mfu=q["mfu"], mbu=q["mbu"])
 
 
 QUESTIONS = [

@@ -42,8 +42,8 @@ True
 >>> m = result.metrics()
 >>> print(f"TTFT P50 {m.ttft.p50 * 1e3:.1f} ms, TPOT P50 {m.tpot.p50 * 1e3:.2f} ms, "
 ...       f"{m.output_throughput:.0f} tokens/s")
-TTFT P50 10.3 ms, TPOT P50 6.02 ms, 2558 tokens/s
->>> print(f"{result.slo_attainment(ttft=0.1, tpot=0.01):.3f}")
+TTFT P50 10.1 ms, TPOT P50 5.64 ms, 2559 tokens/s
+>>> print(f"{result.slo_attainment(ttft_slo=0.1, tpot_slo=0.01):.3f}")
 1.000
 """
 

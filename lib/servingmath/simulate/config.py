@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .._validation import check_fraction, check_integer, check_nonnegative, check_positive
-from ..models import get_model
+from .._validation import check_integer, check_nonnegative, check_positive
+from ..deployment import Deployment
 from ..workloads import ClosedLoop, Poisson, Timestamps, Workload
 from .steptimes import LibraryStepTimes, LinearStepTimes
 
@@ -31,67 +31,107 @@ def _int(name, value, minimum):
     return int(check_integer(name, value, minimum=minimum))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, eq=False)
 class Server:
-    """One model instance: the model, the accelerator and how its step time is modelled.
+    """One model instance: a :class:`~servingmath.deployment.Deployment` plus the simulator's settings.
+
+    Build it like any function of the library: ``Server(model, accelerator,
+    **deployment options)`` or ``Server(deployment)`` (plus changes as keyword
+    options), or a toy ``Server(step_times=LinearStepTimes(...))``.
 
     Attributes
     ----------
-    model, accelerator : str or config object
-        Catalog names (``"Llama-3.1-8B"``, ``"H100"``) or configs.
-    tensor_parallel, weight_dtype, kv_dtype, compute_dtype, mfu, mbu, overlap, allreduce_latency :
-        Passed to the library's step-time model (:mod:`servingmath.decode`).
-    step_overhead : float
-        Fixed seconds added to every iteration (scheduler, sampling, kernel
-        launches); 0 = the physical bound.
+    deployment : Deployment or None
+        Model, accelerator, tensor parallelism, data types, efficiencies,
+        overlap, all-reduce model, per-step overhead (``step_overhead``: fixed
+        seconds added to every iteration) and memory share
+        (``gpu_memory_utilization``, vLLM's default 0.9). None for a toy server.
     kv_capacity_tokens : int or None
-        KV-cache size in tokens. None: from the accelerators' memory,
-        (memory x N x ``memory_utilization`` - weights) / KV bytes per token;
-        unlimited for a ``step_times`` toy server.
-    memory_utilization : float
-        Fraction of memory the engine may use (vLLM's ``gpu_memory_utilization``, 0.9).
+        KV-cache size in tokens. None: :func:`servingmath.memory.max_kv_tokens`
+        of the deployment (KV-head replication and the reserve included);
+        unlimited for a toy ``step_times`` server.
     step_times : LinearStepTimes or None
-        A toy step-time model that replaces the library's (then leave
-        ``model`` and ``accelerator`` as None).
+        A toy step-time model that replaces the library's.
     """
 
-    model: object = None
-    accelerator: object = None
-    tensor_parallel: int = 1
-    weight_dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    compute_dtype: str = "bf16"
-    mfu: float = 1.0
-    mbu: float = 1.0
-    overlap: str = "hybrid"
-    allreduce_latency: float = 0.0
-    step_overhead: float = 0.0
-    kv_capacity_tokens: int | None = None
-    memory_utilization: float = 0.9
-    step_times: LinearStepTimes | None = None
+    deployment: Deployment | None
+    kv_capacity_tokens: int | None
+    step_times: LinearStepTimes | None
 
-    def __post_init__(self):
-        if self.step_times is None:
-            if self.model is None or self.accelerator is None:
+    def __init__(self, model=None, accelerator=None, *, deployment=None, kv_capacity_tokens=None,
+                 step_times=None, **options):
+        if "memory_utilization" in options:
+            raise ValueError("Server's memory_utilization is now the deployment option gpu_memory_utilization "
+                             "(the same name as everywhere in the library)")
+        if isinstance(model, Deployment):
+            if deployment is not None or accelerator is not None:
+                raise ValueError("give a Deployment, or a model and an accelerator, not both")
+            deployment, model = model, None
+        if step_times is not None:
+            if model is not None or accelerator is not None or deployment is not None or options:
+                raise ValueError("give either a model and an accelerator (or a deployment), or a toy "
+                                 "step_times, not both")
+            if not isinstance(step_times, LinearStepTimes):
+                raise ValueError(f"step_times must be a LinearStepTimes or None, got {step_times!r}")
+        elif deployment is not None:
+            if model is not None or accelerator is not None:
+                raise ValueError("give a Deployment, or a model and an accelerator, not both")
+            if not isinstance(deployment, Deployment):
+                raise ValueError(f"deployment must be a Deployment, got {deployment!r}")
+            deployment = deployment.replace(**options) if options else deployment
+        else:
+            if model is None or accelerator is None:
                 raise ValueError("Server needs a model and an accelerator (e.g. Server('Llama-3.1-8B', "
-                                 "'H100')), or a toy step_times=LinearStepTimes(...)")
-        elif not isinstance(self.step_times, LinearStepTimes):
-            raise ValueError(f"step_times must be a LinearStepTimes or None, got {self.step_times!r}")
-        elif self.model is not None or self.accelerator is not None:
-            raise ValueError("give either model and accelerator, or step_times, not both")
-        if self.kv_capacity_tokens is not None:
-            _int("kv_capacity_tokens", self.kv_capacity_tokens, 1)
-        check_fraction("memory_utilization", self.memory_utilization)
-        check_nonnegative("step_overhead", self.step_overhead)
+                                 "'H100')), a Deployment, or a toy step_times=LinearStepTimes(...)")
+            deployment = Deployment.build(model, accelerator, **options)
+        if deployment is not None and not deployment.is_scalar:
+            raise ValueError("a simulated server is one configuration: give scalar deployment settings")
+        if kv_capacity_tokens is not None:
+            kv_capacity_tokens = _int("kv_capacity_tokens", kv_capacity_tokens, 1)
+        object.__setattr__(self, "deployment", deployment)
+        object.__setattr__(self, "kv_capacity_tokens", kv_capacity_tokens)
+        object.__setattr__(self, "step_times", step_times)
+
+    def _key(self):
+        return (self.deployment, self.kv_capacity_tokens, self.step_times)
+
+    def __eq__(self, other):
+        return isinstance(other, Server) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        if self.step_times is not None:
+            return f"Server(step_times={self.step_times!r})"
+        return f"Server({self.deployment.describe()!r}, kv_capacity_tokens={self.kv_capacity_tokens!r})"
+
+    def replace(self, **changes) -> "Server":
+        """A copy with deployment settings or ``kv_capacity_tokens`` changed."""
+        kv = changes.pop("kv_capacity_tokens", self.kv_capacity_tokens)
+        if self.step_times is not None:
+            if changes:
+                raise ValueError("a toy step_times server has no deployment settings to change")
+            return Server(step_times=self.step_times, kv_capacity_tokens=kv)
+        return Server(self.deployment, kv_capacity_tokens=kv, **changes)
+
+    @property
+    def model(self):
+        """The deployment's model (None for a toy server)."""
+        return None if self.deployment is None else self.deployment.model
+
+    @property
+    def accelerator(self):
+        """The deployment's accelerator (None for a toy server)."""
+        return None if self.deployment is None else self.deployment.accelerator
 
     def build_step_times(self):
-        """The step-time object the engine calls (checks every parameter).
+        """The step-time object the engine calls.
 
         Built once per ``Server`` and reused by every simulation of it (a rate
-        sweep runs the same server many times): it holds only tables of
-        per-token-count terms, pure functions of these frozen fields, which
-        grow on demand (a static batch of 32 padded 2,048-token prompts needs
-        65,536 entries).
+        sweep runs the same server many times): it holds only per-count
+        seconds and a table of the weight read per token count (MoE), pure
+        functions of the deployment.
         """
         if self.step_times is not None:
             return self.step_times
@@ -100,9 +140,7 @@ class Server:
     @cached_property
     def _built_step_times(self):
         # a cache in the instance's __dict__, not a dataclass field: equality, hash and repr ignore it
-        return LibraryStepTimes(self.model, self.accelerator, self.tensor_parallel, self.weight_dtype,
-                                self.kv_dtype, self.compute_dtype, self.mfu, self.mbu, self.overlap,
-                                self.allreduce_latency, self.step_overhead)
+        return LibraryStepTimes.for_deployment(self.deployment)
 
     def kv_capacity(self, step_times=None) -> float:
         """KV-cache capacity in tokens (``math.inf`` for a toy server without one)."""
@@ -110,14 +148,14 @@ class Server:
             return int(self.kv_capacity_tokens)
         if self.step_times is not None:
             return math.inf
-        return (step_times or self.build_step_times()).kv_capacity_tokens(self.memory_utilization)
+        return (step_times or self.build_step_times()).kv_capacity_tokens()
 
     @property
     def max_context_len(self) -> float:
         """The model's longest sequence in tokens (``math.inf`` for a toy server)."""
         if self.step_times is not None:
             return math.inf
-        return get_model(self.model).max_context_len
+        return self.deployment.model.max_context_len
 
 
 @dataclass(frozen=True)

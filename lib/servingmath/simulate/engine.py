@@ -18,8 +18,11 @@ import itertools
 import math
 import sys
 
+import dataclasses
+
 import numpy as np
 
+from ..models import get_model, kv_bytes_per_token
 from ..workloads import ClosedLoop, Poisson, Timestamps
 from .config import ChunkedPrefill, ContinuousBatching, Disaggregated
 from .instance import _ARRIVAL, _END, _TRANSFER, INF, NAN
@@ -85,7 +88,8 @@ class Engine:
             dserver = policy.decode_server or server
             psteps, dsteps = pserver.build_step_times(), dserver.build_step_times()
             self.max_context = min(pserver.max_context_len, dserver.max_context_len)
-            kv_bytes = getattr(psteps, "kv_bytes_per_token", 0.0)
+            kv_bytes = (kv_bytes_per_token(psteps.model, psteps.deployment.kv_dtype)
+                        if isinstance(psteps, LibraryStepTimes) else 0.0)
             transfer = (float(policy.transfer_latency), kv_bytes / float(policy.link_bandwidth))
             cap_p = default_prefill_cap(pserver, policy.max_prefill_tokens)
             self.prefill_kv_capacity = pserver.kv_capacity(psteps)
@@ -119,9 +123,9 @@ class Engine:
             if not isinstance(steps_for_draft, LibraryStepTimes):
                 raise ValueError("a draft_model needs a server with a model and an accelerator; "
                                  "with a toy step_times server use draft_step_time")
-            s = steps_for_draft
-            self.draft = LibraryStepTimes(self.spec.draft_model, s.accelerator, s.tensor_parallel,
-                                          **{k: v for k, v in s._kwargs.items() if k != "tensor_parallel"})
+            target = steps_for_draft.deployment
+            self.draft = LibraryStepTimes.for_deployment(
+                dataclasses.replace(target, model=get_model(self.spec.draft_model)))
 
     def _check_requests(self):
         prompt = np.asarray(self.prompt)
@@ -196,9 +200,12 @@ class Engine:
         return total
 
     def spec_step_time(self, steps, batch, context_sum):
+        """A speculative step: the draft's gamma steps, then one verification in which every sequence
+        brings gamma + 1 new tokens after its S - 1 cached ones (the step model's counts)."""
         g1 = self.spec.num_draft_tokens + 1
-        verify = steps.iteration_time(batch * g1, context_sum + batch * g1,
-                                      g1 * context_sum + batch * g1 * (g1 + 1) * 0.5, batch * g1)
+        cached = context_sum - batch
+        verify = steps.iteration_time(batch * g1, cached + batch * g1,
+                                      g1 * cached + batch * g1 * (g1 + 1) * 0.5, batch * g1)
         return self.draft_time(batch, context_sum) + verify
 
     # ---- arrivals and completions --------------------------------------------------------------------------

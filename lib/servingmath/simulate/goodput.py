@@ -16,12 +16,12 @@ def _at_rate(config, rate):
     return dataclasses.replace(config, arrivals=Poisson(float(rate)))
 
 
-def _check_slos(ttft, tpot):
-    if ttft is None and tpot is None:
-        raise ValueError("give at least one SLO: ttft and/or tpot, in seconds")
+def _check_slos(ttft_slo, tpot_slo):
+    if ttft_slo is None and tpot_slo is None:
+        raise ValueError("give at least one SLO: ttft_slo and/or tpot_slo, in seconds")
 
 
-def slo_attainment_curve(config, rates, ttft=None, tpot=None, seed=0):
+def slo_attainment_curve(config, rates, *, ttft_slo=None, tpot_slo=None, seed=0):
     """Fraction of requests meeting the TTFT and TPOT SLOs at each Poisson rate in ``rates``.
 
     Every rate replays the same workload with the same seed (the arrival
@@ -29,13 +29,13 @@ def slo_attainment_curve(config, rates, ttft=None, tpot=None, seed=0):
     """
     from . import simulate
 
-    _check_slos(ttft, tpot)
+    _check_slos(ttft_slo, tpot_slo)
     r = check_positive("rates", rates)
-    return np.array([simulate(_at_rate(config, x), seed).slo_attainment(ttft=ttft, tpot=tpot)
+    return np.array([simulate(_at_rate(config, x), seed).slo_attainment(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
                      for x in np.atleast_1d(r)])
 
 
-def max_goodput_rate(config, ttft=None, tpot=None, attainment=0.9, seed=0, rel_tol=0.01,
+def max_goodput_rate(config, *, ttft_slo=None, tpot_slo=None, attainment=0.9, seed=0, rel_tol=0.01,
                      initial_rate=None):
     """DistServe's goodput: the largest Poisson rate (requests/s) at which at least
     ``attainment`` of the requests meet both the TTFT and the TPOT SLO.
@@ -53,7 +53,7 @@ def max_goodput_rate(config, ttft=None, tpot=None, attainment=0.9, seed=0, rel_t
     """
     from . import simulate
 
-    _check_slos(ttft, tpot)
+    _check_slos(ttft_slo, tpot_slo)
     a = float(check_positive("attainment", attainment))
     if a > 1:
         raise ValueError(f"attainment must be in (0, 1], got {a:g}")
@@ -63,7 +63,7 @@ def max_goodput_rate(config, ttft=None, tpot=None, attainment=0.9, seed=0, rel_t
     rate = float(check_positive("initial_rate", initial_rate))
 
     def ok(x):
-        return simulate(_at_rate(config, x), seed).slo_attainment(ttft=ttft, tpot=tpot) >= a
+        return simulate(_at_rate(config, x), seed).slo_attainment(ttft_slo=ttft_slo, tpot_slo=tpot_slo) >= a
 
     lo, hi = rate, rate
     if ok(rate):

@@ -71,7 +71,7 @@ class _Instance:
         self.kv_used = 0        # KV tokens held by all running sequences
         self.kind = _IDLE       # the action in progress
         self.version = 0        # bumps when the planned end moves (stale events are skipped)
-        self.seg = None         # decode run in progress: (t0, K, A, beta)
+        self.seg = None         # decode run in progress: (t0, K, A, beta, S0, growth per step)
         self.action = None      # what the action holds (prefill batch, chunks, ...)
         # the next open-loop arrival bounds each run of decode steps (no cutting needed)
         self.sees_arrivals = False
@@ -218,13 +218,18 @@ class _Instance:
                 self._preempt_one()
             if self.B == 0:
                 return self.plan(t)
-        B, S = self.B, self.S
+        B = self.B
         heap, fin = self.heap, e.fin
         while fin[heap[0][1]] != heap[0][0]:
             heapq.heappop(heap)
         K = heap[0][0] - self.G                       # until the next sequence finishes
         if self.kv_cap != INF:
             K = min(K, int((self.kv_cap - self.kv_used) // B))   # until the KV cache is full
+        if self.steps.window is None:
+            S, grow = self.S, B                       # every step adds one key per sequence
+        else:                                         # keys capped at the window: until one reaches it
+            S, grow, room = self._window_counts()
+            K = min(K, room)
         line = self.lines.get(B)
         if line is None:
             line = self.steps.decode_line(B, S)
@@ -232,15 +237,15 @@ class _Instance:
                 self.lines[B] = line
         A, beta, limit = line
         if limit != INF:                              # until the roofline regime changes
-            K = min(K, max(1, int((limit - S) // B) + 1))
-        dur = K * A + beta * (K * S + B * K * (K - 1) * 0.5)
+            K = min(K, max(1, int((limit - S) // max(grow, 1)) + 1))
+        dur = K * A + beta * (K * S + grow * K * (K - 1) * 0.5)
         self.watching = self.sees_arrivals and self._could_admit()
         if self.watching:                             # until the step after the next arrival
             i = e.next_open
             if i < e.n_open and e.open_times[i] - t < dur:
-                K = _steps_to_cover(e.open_times[i] - t, A, beta, B, S)
-                dur = K * A + beta * (K * S + B * K * (K - 1) * 0.5)
-        self.seg = (t, K, A, beta)
+                K = _steps_to_cover(e.open_times[i] - t, A, beta, grow, S)
+                dur = K * A + beta * (K * S + grow * K * (K - 1) * 0.5)
+        self.seg = (t, K, A, beta, S, grow)
         self.series.append((t, len(self.running), B, 0, self.kv_used))
         self.kind = _DECODE
         self.version += 1
@@ -248,27 +253,45 @@ class _Instance:
 
     def _truncate(self, t):
         """An arrival at t: end the run at the first step boundary at or after t."""
-        t0, K, A, beta = self.seg
+        t0, K, A, beta, S, grow = self.seg
         if K <= 1 or self.e.spec is not None:
             return
-        B, S = self.B, self.S
-        k = _steps_to_cover(t - t0, A, beta, B, S)
+        k = _steps_to_cover(t - t0, A, beta, grow, S)
         if k < K:
-            self.seg = (t0, k, A, beta)
-            self._schedule(t0 + (k * A + beta * (k * S + B * k * (k - 1) * 0.5)), _DECODE)
+            self.seg = (t0, k, A, beta, S, grow)
+            self._schedule(t0 + (k * A + beta * (k * S + grow * k * (k - 1) * 0.5)), _DECODE)
+
+    def _window_counts(self):
+        """(keys the batch attends to, how many of them grow per step, steps until a sequence's
+        context reaches the sliding window) for a windowed model: sum of min(context, w)."""
+        w = self.steps.window
+        keys, grow, room = 0, 0, INF
+        for rid in self.decoding:
+            c = self._context(rid)
+            if c < w:
+                keys += c
+                grow += 1
+                room = min(room, w - c)
+            else:
+                keys += w
+        return keys, grow, (max(int(room), 1) if room != INF else INF)
+
+    def _context(self, rid):
+        """A decoding sequence's context now: prompt + tokens produced (its KV after the next step)."""
+        return self.e.prompt[rid] + self._produced_now(rid)
 
     def _apply_decode(self, t):
-        t0, K, A, beta = self.seg
+        t0, K, A, beta, s0, grow = self.seg
         if K:
-            self.segments.append((t0, K, A, beta, self.S, self.B))
+            self.segments.append((t0, K, A, beta, s0, grow))
             grow = self.action if self.e.spec is not None else K * self.B
             self.G += K
             self.S += grow
             self.kv_used += grow
         self._finish_decodes(t)
 
-    def _log_segment(self, t0, K, A, beta):
-        self.segments.append((t0, K, A, beta, self.S, self.B))
+    def _log_segment(self, t0, K, A, beta, s0=None, grow=None):
+        self.segments.append((t0, K, A, beta, self.S if s0 is None else s0, self.B if grow is None else grow))
 
     def _finish_decodes(self, t):
         heap, e, G = self.heap, self.e, self.G
@@ -309,7 +332,7 @@ class _Instance:
         if self.B == 0:
             return self.plan(t)
         A = self.e.spec_step_time(self.steps, self.B, self.S)
-        self.seg = (t, 1, A, 0.0)
+        self.seg = (t, 1, A, 0.0, self.S, self.B)
         self.action = total
         self._log_action(t, 0)
         self._schedule(t + A, _DECODE)
@@ -317,11 +340,14 @@ class _Instance:
     def decode_part(self):
         """(tokens, kv_tokens, attention_pairs, logits, extra seconds) of the decodes of an iteration."""
         B, S = self.B, self.S
+        if B and self.steps.window is not None:
+            S = self._window_counts()[0]
         spec = self.e.spec
         if spec is None or B == 0:
             return B, S, S, B, 0.0
-        g1 = spec.num_draft_tokens + 1   # verification: gamma + 1 positions per sequence
-        return (B * g1, S + B * g1, g1 * S + B * g1 * (g1 + 1) * 0.5, B * g1,
+        g1 = spec.num_draft_tokens + 1   # verification: gamma + 1 new positions after S - B cached keys
+        cached = S - B
+        return (B * g1, cached + B * g1, g1 * cached + B * g1 * (g1 + 1) * 0.5, B * g1,
                 self.e.draft_time(B, S))
 
     # ---- prefill ---------------------------------------------------------------------------------------------

@@ -213,14 +213,23 @@ class Static(_Instance):
         if by_steps:
             self._log_action(t1, 0)
         now, done = t1, 0
+        w = self.steps.window
         for target in sorted(by_steps):
             while done < target:
-                A, beta, limit = self.steps.decode_line(b, self.S)
                 K = target - done
+                per = self.S // b                     # every padded sequence has the same context
+                if w is None:
+                    s0, grow = self.S, b
+                elif per >= w:
+                    s0, grow = b * w, 0               # keys capped at the window
+                else:
+                    s0, grow = self.S, b
+                    K = min(K, w - per)
+                A, beta, limit = self.steps.decode_line(b, s0)
                 if limit != INF:
-                    K = min(K, max(1, int((limit - self.S) // b) + 1))
-                self._log_segment(now, K, A, beta)
-                now += K * A + beta * (K * self.S + b * K * (K - 1) * 0.5)
+                    K = min(K, max(1, int((limit - s0) // max(grow, 1)) + 1))
+                self._log_segment(now, K, A, beta, s0, grow)
+                now += K * A + beta * (K * s0 + grow * K * (K - 1) * 0.5)
                 self.G += K
                 self.S += K * b
                 done += K

@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..slo import meets_slo, request_goodput
+
 __all__ = ["RequestRecord", "Records", "Summary", "Metrics", "SimulationResult", "weighted_percentile"]
 
 _PERCENTILES = (50, 90, 95, 99)
@@ -212,9 +214,9 @@ class SimulationResult:
     metrics(priority=None, itl=True) -> Metrics
     token_times(request_id) -> ndarray
     itl_values(priority=None) -> (values, weights)
-    meets_slo(ttft=None, tpot=None, e2e=None) -> bool array
-    slo_attainment(ttft=None, tpot=None, e2e=None, priority=None) -> float
-    goodput(ttft=None, tpot=None, e2e=None) -> float (requests/s)
+    meets_slo(ttft_slo=None, tpot_slo=None, e2el_slo=None) -> bool array
+    slo_attainment(ttft_slo=None, tpot_slo=None, e2el_slo=None, priority=None) -> float
+    goodput(ttft_slo=None, tpot_slo=None, e2el_slo=None) -> float (requests/s)
     timeseries(instance=0) -> dict of arrays
     """
 
@@ -374,32 +376,33 @@ class SimulationResult:
             preemptions=int(r.preemptions[sel].sum()),
         )
 
-    def meets_slo(self, ttft: float | None = None, tpot: float | None = None,
-                  e2e: float | None = None) -> np.ndarray:
-        """Boolean per request: meets every SLO given (seconds). TPOT of 1-token outputs counts as 0."""
-        r = self.records
-        ok = np.ones(len(r), dtype=bool)
-        for name, limit in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
-            if limit is None:
-                continue
-            if not (isinstance(limit, (int, float, np.floating)) and limit > 0):
-                raise ValueError(f"{name} SLO must be a positive number of seconds, got {limit!r}")
-            values = np.nan_to_num(getattr(r, name), nan=0.0)
-            ok &= values <= limit
-        return ok
+    def meets_slo(self, ttft_slo: float | None = None, tpot_slo: float | None = None,
+                  e2el_slo: float | None = None) -> np.ndarray:
+        """Boolean per request: meets every SLO given (seconds).
 
-    def slo_attainment(self, ttft: float | None = None, tpot: float | None = None,
-                       e2e: float | None = None, priority: int | None = None) -> float:
-        """Fraction of requests (of one class, if given) that meet every SLO given."""
-        ok = self.meets_slo(ttft, tpot, e2e)
+        :func:`servingmath.slo.meets_slo` on the records (the same keyword names
+        and the same convention: a one-token request meets every TPOT target).
+        """
+        r = self.records
+        return meets_slo(ttft=r.ttft, tpot=r.tpot, e2el=r.e2e, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
+                         e2el_slo=e2el_slo)
+
+    def slo_attainment(self, ttft_slo: float | None = None, tpot_slo: float | None = None,
+                       e2el_slo: float | None = None, priority: int | None = None) -> float:
+        """Fraction of requests (of one class, if given) that meet every SLO given
+        (:func:`servingmath.slo.slo_attainment`)."""
+        ok = self.meets_slo(ttft_slo, tpot_slo, e2el_slo)
         if priority is not None:
             ok = ok[self.records.priority == priority]
         return float(ok.mean()) if ok.size else float("nan")
 
-    def goodput(self, ttft: float | None = None, tpot: float | None = None,
-                e2e: float | None = None) -> float:
-        """vLLM's goodput: requests per second that meet every SLO given."""
-        return float(self.meets_slo(ttft, tpot, e2e).sum()) / self.duration
+    def goodput(self, ttft_slo: float | None = None, tpot_slo: float | None = None,
+                e2el_slo: float | None = None) -> float:
+        """vLLM's request goodput: requests per second that meet every SLO given
+        (:func:`servingmath.slo.request_goodput` over the simulated run)."""
+        r = self.records
+        return request_goodput(ttft=r.ttft, tpot=r.tpot, e2el=r.e2e, duration=self.duration,
+                               ttft_slo=ttft_slo, tpot_slo=tpot_slo, e2el_slo=e2el_slo)
 
     def timeseries(self, instance: int | str = 0) -> dict:
         """Batch and KV cache over time, sampled at the start of every action of an instance.

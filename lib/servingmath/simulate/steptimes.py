@@ -1,8 +1,9 @@
-"""Step times: how long one engine iteration takes, from the library's prefill and decode models.
+"""Step times: how long one engine iteration takes, from the library's step model.
 
 An *iteration* (one forward pass of the engine) processes a set of tokens:
 one token for each decoding sequence and a chunk of prompt tokens for each
-prefilling one. Four numbers describe it:
+prefilling one. It is described by the four counts of the step model
+(:class:`servingmath.step.Iteration`):
 
 * ``tokens``: tokens processed, T = B_decode + sum of chunk sizes;
 * ``kv_tokens``: KV-cache entries read or written, X = sum of decode
@@ -10,28 +11,18 @@ prefilling one. Four numbers describe it:
 * ``attention_pairs``: (query, key) pairs of attention,
   Y = sum of decode contexts + sum over chunks of (n c + n (n + 1) / 2)
   for a chunk of n new tokens after c cached ones (causal; capped at the
-  sliding window where the model has one, as :mod:`servingmath.prefill` does);
+  sliding window where the model has one);
 * ``logits``: positions the LM head runs on, one per sequence that emits a
   token: every decode and every *final* chunk of a prompt.
 
-The parts are those of :func:`servingmath.decode.decode_step_parts` and
-:func:`servingmath.prefill.prefill_step_parts`, combined once for the whole
-iteration: the **weights are read once**, the **linear FLOPs count every
-token** (plus the LM head at the logit positions), the **KV traffic counts
-every decode's reads and every chunk's writes**, and **attention counts every pair**:
-
-    weight_memory  = W_bytes(T) / (N W)          (MoE: experts touched by T tokens)
-    linear_compute = 2 (P_body T + V D logits) / (N F)
-    kv_memory      = X k_bytes / (N W)
-    attention      = 4 L H d_h Y / (N F)
-    communication  = tensor-parallel all-reduces of T tokens
-
-and, with the default ``"hybrid"`` overlap,
-T_iter = max(weight_memory, linear_compute) + max(kv_memory, attention)
-+ communication + step_overhead. An iteration of decodes only equals
-:func:`~servingmath.decode.decode_step_time` at the mean context; one of
-whole prompts (or of a final chunk after cached tokens) equals
-:func:`~servingmath.prefill.prefill_time` (tested).
+:class:`LibraryStepTimes` evaluates :func:`servingmath.step.step_time` for
+those counts with the coefficients of the work (:func:`servingmath.step.work_coefficients`)
+taken once from the deployment: the simulator and the chapters compute a
+step the same way, exactly (tested against :func:`servingmath.step.step_time`
+for decode, prefill, chunked and mixed iterations). The weights are read once
+per iteration (the LM head only when some position needs logits; the
+embedding rows of the T tokens are gathered), so a mixed iteration of
+decodes and a chunk costs less than the two apart.
 
 Decode contexts
 ---------------
@@ -46,11 +37,12 @@ steps is K A + beta (K S0 + B K (K - 1) / 2), a closed form
 
 Examples
 --------
->>> steps = LibraryStepTimes("Llama-3.1-8B", "H100")
+>>> from servingmath.deployment import Deployment
+>>> steps = LibraryStepTimes.for_deployment(Deployment.build("Llama-3.1-8B", "H100"))
 >>> mixed = steps.iteration(decode_contexts=[600] * 16, chunks=[(256, 0)])
 >>> apart = steps.iteration(decode_contexts=[600] * 16) + steps.iteration(chunks=[(256, 0)])
 >>> round(mixed * 1e3, 2), round(apart * 1e3, 2)     # one weight read saved
-(5.18, 9.98)
+(4.87, 9.35)
 """
 
 from __future__ import annotations
@@ -61,11 +53,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_nonnegative, check_positive
-from ..decode import decode_step_parts
-from ..hardware import get_accelerator
-from ..models import get_model, kv_bytes_per_token, weight_bytes
-from ..prefill import prefill_step_parts
-from ..roofline import OVERLAP_MODELS
+from ..deployment import Deployment
+from ..memory import max_kv_tokens
+from ..step import Iteration, iteration_work, step_time, work_coefficients
 
 __all__ = ["LibraryStepTimes", "LinearStepTimes"]
 
@@ -76,7 +66,8 @@ class _Iterations:
     window = None
 
     def chunk_counts(self, new: int, cached: int):
-        """(KV tokens, attention pairs) of a prompt chunk of ``new`` tokens after ``cached`` ones."""
+        """(KV tokens, attention pairs) of a prompt chunk of ``new`` tokens after ``cached`` ones
+        (the counts of :meth:`servingmath.step.Iteration.of`)."""
         w = self.window
         if w is None:
             return new + cached, new * cached + new * (new + 1) * 0.5
@@ -84,7 +75,13 @@ class _Iterations:
         def upto(n):  # sum_{i=1}^{n} min(i, w)
             return n * (n + 1) * 0.5 if n <= w else w * (w + 1) * 0.5 + (n - w) * w
 
-        return new + min(cached, w), upto(cached + new) - upto(cached)
+        return new + min(cached, w - 1), upto(cached + new) - upto(cached)
+
+    def decode_counts(self, context: int):
+        """(KV tokens, attention pairs) of one decode at context S: min(S, w) each."""
+        w = self.window
+        s = context if w is None else min(context, w)
+        return s, s
 
     def iteration(self, decode_contexts=(), chunks=()):
         """Seconds for an iteration of decodes (their contexts) and prompt chunks.
@@ -94,8 +91,9 @@ class _Iterations:
         its prompt, so the LM head runs on its last token.
         """
         tokens, kv, pairs, logits = len(decode_contexts), 0, 0.0, len(decode_contexts)
-        kv += sum(decode_contexts)
-        pairs += sum(decode_contexts)
+        for c in decode_contexts:
+            x, y = self.decode_counts(c)
+            kv, pairs = kv + x, pairs + y
         for chunk in chunks:
             n, c = chunk[0], chunk[1]
             x, y = self.chunk_counts(n, c)
@@ -107,72 +105,83 @@ class _Iterations:
 
 
 class LibraryStepTimes(_Iterations):
-    """Iteration times of one model instance from the library's step-time model.
+    """Iteration times of one model instance from the library's step model.
 
-    Parameters are those of :func:`servingmath.decode.decode_step_time`, plus
-    ``step_overhead`` (seconds of fixed CPU/scheduling time added to every
-    iteration, 0 = physical bound).
+    Build it with :meth:`for_deployment` (or ``LibraryStepTimes(model,
+    accelerator, **deployment options)``). The per-count seconds are the
+    coefficients of :func:`servingmath.step.work_coefficients` divided by the
+    deployment's FLOP/s and bandwidth; the weight read (a function of the
+    iteration's tokens for MoE: experts touched) is tabulated per token count.
     """
 
-    def __init__(self, model, accelerator, tensor_parallel=1, weight_dtype="bf16", kv_dtype="bf16",
-                 compute_dtype="bf16", mfu=1.0, mbu=1.0, overlap="hybrid", allreduce_latency=0.0,
-                 step_overhead=0.0):
-        self.model = get_model(model)
-        self.accelerator = get_accelerator(accelerator)
-        if overlap not in OVERLAP_MODELS:
-            raise ValueError(f"overlap must be one of {', '.join(OVERLAP_MODELS)}, got {overlap!r}")
-        self.overlap = overlap
-        self.overhead = float(check_nonnegative("step_overhead", step_overhead))
-        self._kwargs = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                            tensor_parallel=tensor_parallel, mfu=mfu, mbu=mbu,
-                            allreduce_latency=allreduce_latency)
-        one = decode_step_parts(self.model, self.accelerator, 1, 1, **self._kwargs)
-        self.kv_per_token = float(one["kv_memory"])               # seconds per KV entry moved
-        self.attention_per_pair = float(one["attention_compute"])  # seconds per (query, key) pair
-        # seconds of linear FLOPs per token (body) and per logit position (LM head), read off
-        # prefill_step_parts: linear(L_p) = body x L_p + head
-        lin = prefill_step_parts(self.model, self.accelerator, np.array([1, 2]), **self._kwargs)
-        lin = lin["linear_compute"]
-        self.linear_per_token = float(lin[1] - lin[0])
-        self.linear_per_logit = float(2 * lin[0] - lin[1])
+    def __init__(self, model=None, accelerator=None, *, deployment: Deployment | None = None, **options):
+        if deployment is None:
+            deployment = Deployment.build(model, accelerator, **options)
+        elif model is not None or accelerator is not None or options:
+            raise ValueError("give a deployment, or a model, an accelerator and options, not both")
+        if not deployment.is_scalar:
+            raise ValueError("the simulator needs one configuration: give scalar deployment settings")
+        self.deployment = deployment
+        self.model = deployment.model
+        self.accelerator = deployment.accelerator
+        self.overlap = deployment.overlap
+        self.overhead = float(deployment.step_overhead)
+        self.tensor_parallel = int(deployment.tensor_parallel)
         self.window = self.model.sliding_window
-        self.kv_bytes_per_token = kv_bytes_per_token(self.model, kv_dtype)
-        self.tensor_parallel = int(tensor_parallel)
-        self.weight_bytes = weight_bytes(self.model, weight_dtype)
-        # per-token-count terms (weights read, all-reduces), tabulated on demand
+        coef = work_coefficients(deployment)
+        self._coef = coef
+        f, w = deployment.flops, deployment.bandwidth
+        self.linear_per_token = float(coef.linear_flops_per_token) / f
+        self.linear_per_logit = float(coef.linear_flops_per_logit) / f
+        self.attention_per_pair = float(coef.attention_flops_per_pair) / f
+        self.kv_per_token = float(coef.kv_bytes_per_token) / w        # seconds per KV entry moved
+        self._bandwidth = w
+        self._head = float(coef.lm_head_bytes) / w
+        self._gather = float(coef.embedding_bytes_per_token) / w
+        self._moe = deployment.model.is_moe
+        self._fixed = float(coef.weight_bytes(0.0, 0.0)) / w           # dense: stationary weights
+        # communication is affine in the tokens: c0 + c1 T (0 without tensor parallelism)
+        zero = iteration_work(deployment, Iteration(0.0, 0.0, 0.0, 0.0))
+        one = iteration_work(deployment, Iteration(1.0, 0.0, 0.0, 0.0))
+        from ..step import time_parts
+
+        c0 = float(time_parts(deployment, zero)["communication"])
+        c1 = float(time_parts(deployment, one)["communication"]) - c0
+        self._comm0, self._comm1 = c0, c1
+        # MoE: the stationary weight read per token count, tabulated on demand
         self._wm: list[float] = []
-        self._comm: list[float] = []
-        self._extend(1024)
 
-    def _extend(self, n: int) -> None:
-        start = max(len(self._wm), 1)
-        tokens = np.arange(start, max(n, 2 * start) + 1)
-        parts = decode_step_parts(self.model, self.accelerator, tokens, 0, **self._kwargs)
-        if not self._wm:
-            self._wm, self._comm = [math.nan], [math.nan]
-        self._wm += np.broadcast_to(parts["weight_memory"], tokens.shape).tolist()
-        self._comm += np.broadcast_to(parts["communication"], tokens.shape).tolist()
+    @classmethod
+    def for_deployment(cls, deployment: Deployment) -> "LibraryStepTimes":
+        """The step times of a :class:`~servingmath.deployment.Deployment`."""
+        return cls(deployment=deployment)
 
-    def kv_capacity_tokens(self, memory_utilization: float = 0.9) -> int:
-        """KV-cache tokens that fit: (memory x N x utilisation - weights) / KV bytes per token.
+    def _weights(self, tokens: int) -> float:
+        """Seconds of the weight read, LM head excluded, for an iteration of ``tokens`` tokens."""
+        if not self._moe:
+            return self._fixed + self._gather * tokens
+        if tokens >= len(self._wm):
+            start = len(self._wm)
+            t = np.arange(start, max(tokens + 1, 2 * start, 1024))
+            self._wm += (np.asarray(self._coef.weight_bytes(t, 0.0), dtype=float) / self._bandwidth).tolist()
+        return self._wm[tokens]
 
-        Activations and fragmentation are ignored (an upper bound on a real engine's cache).
-        """
-        free = (self.accelerator.memory_bytes * self.tensor_parallel * memory_utilization
-                - self.weight_bytes)
-        if free <= 0:
+    def kv_capacity_tokens(self) -> int:
+        """KV-cache tokens that fit: :func:`servingmath.memory.max_kv_tokens` of the deployment."""
+        tokens = max_kv_tokens(self.deployment)
+        if tokens <= 0:
+            d = self.deployment
             raise ValueError(
-                f"{self.model.name} ({self.weight_bytes / 1e9:.1f} GB of weights) does not fit in "
-                f"{self.tensor_parallel} x {self.accelerator.name} at memory_utilization="
-                f"{memory_utilization:g}; raise tensor_parallel or give kv_capacity_tokens")
-        return int(free // self.kv_bytes_per_token)
+                f"{self.model.name} with {d.weight_dtype} weights leaves no room for a KV cache on "
+                f"{self.tensor_parallel} x {self.accelerator.name} at gpu_memory_utilization="
+                f"{float(d.gpu_memory_utilization):g}; raise tensor_parallel, store the weights in fewer bytes, "
+                "or give kv_capacity_tokens")
+        return int(tokens)
 
     def iteration_time(self, tokens: int, kv_tokens: float, attention_pairs: float,
                        logits: int) -> float:
         """Seconds for one iteration from its counts (see the module docstring); ``tokens`` >= 1."""
-        if tokens >= len(self._wm):
-            self._extend(tokens)
-        wm, comm = self._wm[tokens], self._comm[tokens]
+        wm = self._weights(tokens) + (self._head if logits > 0 else 0.0)
         lin = self.linear_per_token * tokens + self.linear_per_logit * logits
         kv = self.kv_per_token * kv_tokens
         att = self.attention_per_pair * attention_pairs
@@ -182,7 +191,13 @@ class LibraryStepTimes(_Iterations):
             t = wm + lin + kv + att
         else:  # roofline
             t = max(wm + kv, lin + att)
-        return t + comm + self.overhead
+        return t + self._comm0 + self._comm1 * tokens + self.overhead
+
+    def check_against_step_model(self, iteration: Iteration) -> tuple[float, float]:
+        """(this table's time, :func:`servingmath.step.step_time`) for one iteration: a self-test."""
+        mine = self.iteration_time(int(iteration.tokens), iteration.kv_tokens, iteration.attention_pairs,
+                                   int(iteration.logits))
+        return mine, float(step_time(self.deployment, iteration_work(self.deployment, iteration)))
 
     def decode_line(self, batch: int, context_sum: float):
         """A decode-only step of ``batch`` sequences with total context S takes A + beta S.
@@ -190,12 +205,10 @@ class LibraryStepTimes(_Iterations):
         Returns (A, beta, S_limit): the line holds for S <= S_limit (inf unless
         the ``"roofline"`` overlap switches from memory- to compute-bound).
         """
-        if batch >= len(self._wm):
-            self._extend(batch)
-        wm, comm = self._wm[batch], self._comm[batch]
+        wm = self._weights(batch) + self._head
         lin = (self.linear_per_token + self.linear_per_logit) * batch
         k, a = self.kv_per_token, self.attention_per_pair
-        base = comm + self.overhead
+        base = self._comm0 + self._comm1 * batch + self.overhead
         if self.overlap == "hybrid":
             return (wm if wm > lin else lin) + base, (k if k > a else a), math.inf
         if self.overlap == "additive":
