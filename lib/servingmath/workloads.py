@@ -9,8 +9,9 @@ class of each request, in the order the requests will arrive. Build one
   (an ``int`` is a fixed length, a sequence is used as given);
 * from the book's synthetic chat-like mix: :func:`chat_workload`.
 
-An arrival process says *when* the requests come (:class:`Poisson`,
-:class:`ClosedLoop`, :class:`Timestamps`); the simulator draws Poisson
+An arrival process says *when* the requests come (:class:`Poisson`, with
+gamma gaps for bursty traffic as ``vllm bench serve --burstiness`` makes it,
+:class:`ClosedLoop`, :class:`Timestamps`); the simulator draws the
 inter-arrival and think times from its own seed, so the same workload can be
 replayed at several rates (common random numbers).
 
@@ -42,6 +43,7 @@ ValueError: output_lens must be integers >= 1 (one token at least), got 0 at req
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -272,15 +274,60 @@ def chat_workload(n_requests: int = 1000, seed: int = 0) -> Workload:
 # ---- arrival processes ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Poisson:
-    """Open-loop Poisson arrivals at ``rate`` requests per second (exponential gaps, mean 1/rate).
+    """Open-loop arrivals at ``rate`` requests per second: Poisson, or burstier (or smoother) gamma gaps.
 
-    The first request arrives after the first gap, not at time 0.
+    With the default ``burstiness=1`` the gaps between requests are
+    exponential with mean 1/rate: a Poisson stream. Otherwise they are gamma
+    distributed with shape k = ``burstiness`` and the same mean 1/rate, as
+    ``vllm bench serve --request-rate R --burstiness k`` draws them: the
+    squared coefficient of variation of a gap is c_a^2 = 1/k, so k < 1 sends
+    requests in clumps (k = 0.25: c_a^2 = 4) and k > 1 spaces them more evenly
+    (k -> inf: a constant gap). The first request arrives after the first gap,
+    not at time 0.
+
+    Attributes
+    ----------
+    rate : float
+        Mean requests per second, > 0.
+    burstiness : float
+        Shape k of the gamma gaps, > 0; 1.0 = Poisson.
+
+    Notes
+    -----
+    vLLM draws ``np.random.gamma(shape=burstiness, scale=1 / (request_rate x
+    burstiness))`` per gap (``vllm/benchmarks/serve.py``, ``get_request``,
+    commit def9ce85ba1079af970a58ed3d42dd861ae35d58, read 2026-11); it then
+    rescales all arrival times so that the last request lands at exactly
+    n / rate, which the simulator does not do (a correction of order
+    1/sqrt(n) to the rate of one run). :func:`servingmath.queueing.kingman_mean_wait`
+    and :func:`servingmath.queueing.gamma_m1_mean_wait` give the waits.
+
+    Examples
+    --------
+    >>> Poisson(20.0).arrival_cv2, Poisson(20.0, burstiness=0.25).arrival_cv2
+    (1.0, 4.0)
     """
 
     rate: float
+    burstiness: float = 1.0
 
     def __post_init__(self):
         check_positive("rate", self.rate)
+        if isinstance(self.burstiness, bool) or not isinstance(self.burstiness, numbers.Real):
+            raise ValueError(f"burstiness must be a number > 0 (1 = Poisson), got {self.burstiness!r}")
+        check_positive("burstiness", self.burstiness)
+
+    @property
+    def arrival_cv2(self) -> float:
+        """Squared coefficient of variation of the gaps, 1 / burstiness (1 for Poisson)."""
+        return 1.0 / float(self.burstiness)
+
+    def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` inter-arrival times (seconds) drawn from ``rng``: exponential, or gamma(k, 1 / (k rate))."""
+        if self.burstiness == 1:
+            return rng.exponential(1.0 / self.rate, n)
+        k = float(self.burstiness)
+        return rng.gamma(k, 1.0 / (k * self.rate), n)
 
 
 @dataclass(frozen=True)
