@@ -37,10 +37,14 @@ The definitions differ (the table :data:`DEFINITIONS`, printed by :func:`definit
   ``inter_token_latency`` is per request (last - first) / (n - 1) = the book's TPOT, averaged
   weighted by n - 1, i.e. sum(last - first) / sum(n - 1).
 * **TTFT.** All four: first streamed content chunk minus the moment the client sent the request.
-  vLLM's *server* metric ``vllm:time_to_first_token_seconds`` is another quantity: from the
-  request's arrival in the engine (after HTTP parsing) to the engine loop that emitted the first
-  token, before detokenisation and the network. With ``--max-concurrency`` the client's wait for a
-  free slot is in neither (vLLM saves it as ``queue_times``).
+  vLLM has a second TTFT, its *server* metric ``vllm:time_to_first_token_seconds``: from the
+  request's arrival in the engine front end (after HTTP parsing) to the output-processing
+  iteration that emitted the first token, before detokenisation, streaming and the network; so it
+  is shorter than the benchmark's. (Its server-side ``inter_token_latency`` / formerly
+  ``time_per_output_token_seconds`` histogram is per engine iteration, an ITL; the finished
+  request's ``mean_time_per_output_token`` is decode time / (n - 1), the book's TPOT without the
+  network.) With ``--max-concurrency`` the client's wait for a free slot is in neither TTFT
+  (vLLM's benchmark saves it as ``queue_times``).
 * **E2E.** vLLM, AIPerf, genai-perf: last token chunk minus send time (the book's t_n - t_arrival).
   SGLang: to the final "[DONE]" line. guidellm's ``request_latency`` ends when the response closes.
 * **Output tokens.** vLLM: the server's ``usage.completion_tokens`` (it asks for it), else the
@@ -67,7 +71,10 @@ lists repository, files, commit and date): vllm-project/vllm ``vllm/benchmarks/s
 ai-dynamo/aiperf ``aiperf/exporters/json_exporter.py``, ``aiperf/metrics/types/*``;
 triton-inference-server/perf_analyzer ``genai-perf/genai_perf/export_data/json_exporter.py``;
 vllm-project/guidellm ``src/guidellm/benchmark/schemas/*``, ``src/guidellm/schemas/request_stats.py``.
-Chapter 14 walks through one file.
+vLLM's server-side metrics: ``vllm/v1/metrics/stats.py`` @ 28ed1fb87ed5686e1d4d0cf4134b8e05d8a25a8a
+(``first_token_latency = iteration time - arrival_time``). The book's definitions are derived in
+chapter 01 (:mod:`servingmath.metrics`) and chapter 07 (goodput, :mod:`servingmath.slo`); chapter 14 (validation)
+reads measurements against them.
 
 Examples
 --------
@@ -284,7 +291,7 @@ class LoadLevel:
 
         Notes
         -----
-        TTFT = t_1 - t_send, E2E = t_n - t_send, TPOT = (E2E - TTFT) / (n - 1) (chapter 04;
+        TTFT = t_1 - t_send, E2E = t_n - t_send, TPOT = (E2E - TTFT) / (n - 1) (chapter 01;
         :mod:`servingmath.metrics`). With one token per chunk the pooled ITL mean equals the
         token-weighted TPOT mean; they part when chunks carry several tokens.
         """

@@ -511,7 +511,8 @@ def dataset_lengths(name: str) -> DatasetLengths:
     Sarathi-Serve", OSDI 2024 (arXiv:2403.02310), and its repository;
     P. Patel et al., "Splitwise: Efficient Generative LLM Inference Using Phase
     Splitting", ISCA 2024 (the Azure LLM inference trace 2023).
-    Each entry's ``source`` names the file, commit and date.
+    Each entry's ``source`` names the file, commit and date. For the simulator's
+    workloads (chapters 09-10) and chapter 14's rows on dataset lengths.
 
     Examples
     --------
