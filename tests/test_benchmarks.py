@@ -274,6 +274,8 @@ def test_bad_files(tmp_path):
         read_benchmark(raw)
     with pytest.raises(TypeError, match="path"):
         read_benchmark(3)
+    with pytest.raises(BenchmarkFileError, match="path is empty"):
+        read_benchmark("")
     folder = tmp_path / "run"
     folder.mkdir()
     with pytest.raises(BenchmarkFileError, match="not an AIPerf artifacts folder"):

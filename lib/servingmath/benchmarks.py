@@ -538,6 +538,8 @@ def definitions_table(fmt: str = "markdown") -> str:
 def _path(path) -> Path:
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a file name (str or Path), got {type(path).__name__}")
+    if not str(path).strip():
+        raise BenchmarkFileError("path is empty: give the benchmark result file (or AIPerf artifacts folder)")
     p = Path(path)
     if not p.exists():
         raise BenchmarkFileError(f"benchmark file {p.name!r} does not exist (looked for {str(p)!r})")
