@@ -317,10 +317,11 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     head = lm_head_parameter_count(model)
     # parameters outside the embedding table and the LM head (tied: one V x D matrix serves both)
     embedding_and_head = vd if model.tied_embeddings else vd + head
-    p_kv = kv_projection_parameter_count(model)
-    # the K/V projections are held (and read) at the KV-head share, whatever the cache's sharding
-    kv_replicated = (np.maximum(model.n_kv_heads, n) / (model.n_kv_heads * n)
-                     if has_shape(model, "n_kv_heads") else 1.0 / n)
+    # the K/V projections are held (and read) at the KV-head share, whatever the cache's sharding;
+    # they matter only where heads replicate (N > K), elsewhere they split N ways like every weight
+    replicates = has_shape(model, "n_kv_heads") and bool(np.any(n > model.n_kv_heads))
+    p_kv = kv_projection_parameter_count(model) if replicates else 0.0
+    kv_replicated = np.maximum(model.n_kv_heads, n) / (model.n_kv_heads * n) if replicates else 1.0 / n
     if np.any(n > 1):
         layers, width = require_shape(model, "n_layers", "hidden_size",
                                       needed_for=f"the all-reduces of tensor_parallel = {int(np.max(n))}")
