@@ -147,6 +147,7 @@ def decode_throughput(dep: Deployment, batch_size, context_len):
     return scalar_or_array(np.asarray(batch_size, dtype=float) / t)
 
 
+@deployment_function
 def decode_coefficients(dep: Deployment, context_len=0) -> dict:
     """A decode step as affine functions of the batch B, in seconds (dense models exactly).
 
@@ -161,6 +162,8 @@ def decode_coefficients(dep: Deployment, context_len=0) -> dict:
     >>> c = decode_coefficients(Deployment.build("Llama-3.1-8B", "H100"), 0)
     >>> round(c["weight_memory"] * 1e3, 3), round(c["weight_memory"] / c["linear"], 1)
     (4.481, 295.3)
+    >>> decode_coefficients("Llama-3.1-8B", "H100", 0) == c    # the library's one calling convention
+    True
     """
     coef = work_coefficients(dep)
     w, f = dep.bandwidth, dep.flops

@@ -132,7 +132,7 @@ def _binding(parts: dict, batch: int, max_batch: int) -> str:
     return max(contributions, key=contributions.get)
 
 
-def estimate(model, accelerator, *, batch_size, context_len, prompt_len=None, tensor_parallel=1, pooled=False,
+def estimate(model, accelerator, batch_size, context_len, *, prompt_len=None, tensor_parallel=1, pooled=False,
              weight_dtype="bf16", kv_dtype="bf16", compute_dtype="auto", gpu_memory_utilization=0.9,
              settings=_SETTINGS) -> Estimate:
     """The napkin-math estimate of a deployment, at the physical bound and at the realistic setting.
