@@ -244,7 +244,7 @@ def critical_prompt_length(model, *, all_logits=False):
     """
     model = get_model(model)
     logits = check_bool("all_logits", all_logits)
-    a = float(model.n_layers * model.n_heads * model.head_dim)
+    a = float(attention_flops_per_pair(model)) / 4.0     # L H d_h (MLA: its absorbed FLOPs per pair / 4)
     p_head = float(lm_head_parameter_count(model))
     p_body = float(body_parameter_count(model))
     if logits:
