@@ -66,7 +66,7 @@ import functools
 from ._validation import check_integer, check_nonnegative, check_scalar, scalar_or_array
 from .decode import decode_step_parts
 from .deployment import DEPLOYMENT_OPTIONS, Deployment, deployment_function
-from .models import get_model
+from .models import check_context_len, get_model
 from .step import Iteration, combine, iteration_work, time_parts
 
 __all__ = [
@@ -220,6 +220,7 @@ def ideal_speedup(acceptance_rate, num_draft_tokens, cost_ratio):
 def _verification_parts(dep: Deployment, batch, context, g):
     """Parts of the verification: B sequences each bring g + 1 new tokens after S - 1 cached ones."""
     g1 = np.asarray(g, dtype=float) + 1.0
+    context = check_context_len(dep.model, context)      # S = 0 (no cache yet) verifies after 0 cached
     cached = np.maximum(np.asarray(context, dtype=float) - 1.0, 0.0)
     it = Iteration.of(dep.model, sequences=batch, new_tokens=g1, cached_tokens=cached, logits=g1)
     return time_parts(dep, iteration_work(dep, it))
