@@ -351,6 +351,7 @@ def _draws():
        a=st.floats(0.6, 1.0), g=st.integers(1, 6))
 def test_a_cheap_draft_with_decent_acceptance_speeds_up_batch_one(target, gpu, context, a, g):
     name, tp = target
+    assume(context + g <= models.get_model(name).max_context_len)   # the verification fills S + gamma positions
     x = speculative_speedup(name, LLAMA_3_2_1B, gpu, 1, context, a, g, tensor_parallel=tp)
     c = (decode.decode_step_time(LLAMA_3_2_1B, gpu, 1, context, tensor_parallel=tp)
          / decode.decode_step_time(name, gpu, 1, context, tensor_parallel=tp))
@@ -362,6 +363,7 @@ def test_a_cheap_draft_with_decent_acceptance_speeds_up_batch_one(target, gpu, c
 @given(**_draws())
 def test_speedup_never_rises_once_both_models_are_past_their_knees(target, draft, gpu, context, a, g):
     name, tp = target
+    assume(context + g <= models.get_model(name).max_context_len)   # S + gamma positions must fit
     start = math.ceil(max(decode.knee_batch_size(name, gpu, context), decode.knee_batch_size(draft, gpu, context)))
     batches = np.arange(start, start + 512)
     x = speculative_speedup(name, draft, gpu, batches, context, a, g, tensor_parallel=tp)
@@ -372,6 +374,7 @@ def test_speedup_never_rises_once_both_models_are_past_their_knees(target, draft
 @given(**_draws())
 def test_break_even_is_where_the_speedup_first_reaches_one(target, draft, gpu, context, a, g):
     name, tp = target
+    assume(context + g <= models.get_model(name).max_context_len)   # S + gamma positions must fit
     n = 1024
     b_e = break_even_batch_size(name, draft, gpu, context, a, g, max_batch_size=n, tensor_parallel=tp)
     x = speculative_speedup(name, draft, gpu, np.arange(1, n + 1), context, a, g, tensor_parallel=tp)
@@ -431,6 +434,11 @@ def test_other_bad_inputs_name_the_parameter():
         verification_step_parts(T8, H100, 1, -5, 4)
     with pytest.raises(ValueError, match="context_len = 200000 exceeds Llama-3.1-8B's maximum context"):
         verification_step_time(T8, H100, 1, 200_000, 4)
+    # the verification writes gamma more KV entries: S + gamma must fit in the model's context (Llama-2: 4096)
+    with pytest.raises(ValueError, match=r"context_len \+ num_draft_tokens .* = 4097 exceeds Llama-2-13B's "
+                                         "maximum context of 4096"):
+        speculative_speedup("Llama-2-13B", LLAMA_3_2_1B, H100, 1, 4091, 0.8, 6)
+    assert verification_step_time("Llama-2-13B", H100, 1, 4090, 6) > 0
     with pytest.raises(ValueError, match="batch_size must be a single number"):
         optimal_num_draft_tokens(*PAIR, [1, 2], 0, 0.7)
     with pytest.raises(ValueError, match="tokens_per_step"):

@@ -219,9 +219,11 @@ def ideal_speedup(acceptance_rate, num_draft_tokens, cost_ratio):
 
 def _verification_parts(dep: Deployment, batch, context, g):
     """Parts of the verification: B sequences each bring g + 1 new tokens after S - 1 cached ones."""
+    check_integer("batch_size", batch, minimum=1)
     g1 = np.asarray(g, dtype=float) + 1.0
     context = check_context_len(dep.model, context)      # S = 0 (no cache yet) verifies after 0 cached
     cached = np.maximum(np.asarray(context, dtype=float) - 1.0, 0.0)
+    check_context_len(dep.model, cached + g1, "context_len + num_draft_tokens (the positions a verification fills)")
     it = Iteration.of(dep.model, sequences=batch, new_tokens=g1, cached_tokens=cached, logits=g1)
     return time_parts(dep, iteration_work(dep, it))
 
