@@ -83,3 +83,42 @@ def test_bytecode_is_cached_in_the_venv_where_the_shell_turns_it_off():
     untouched = {"PATH": "/bin"}
     book._keep_bytecode(untouched)                 # not set: Python's own default, nothing changes
     assert untouched == {"PATH": "/bin"}
+
+
+def test_make_passes_args_through():
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("lab", "test", "book", "browser-test", "exercises"):
+        recipe = makefile.split(f"\n{target}:", 1)[1].split("\n", 2)[1]
+        assert recipe.rstrip().endswith("$(ARGS)"), target
+
+
+def test_lab_passes_its_arguments_to_jupyter(monkeypatch):
+    calls = []
+    monkeypatch.setattr(book, "setup", lambda quiet=False: None)
+    monkeypatch.setattr(book, "_run", lambda args, **kw: calls.append((args, kw)) or 0)
+    assert book.lab(["--port", "8890", "--no-browser"]) == 0
+    args, kwargs = calls[0]
+    assert args[-3:] == ["--port", "8890", "--no-browser"]
+    assert args.count("--no-browser") == 1                     # not added twice when headless
+    assert kwargs["env"]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(book.LAB_CONFIG)
+
+
+def test_the_test_command_lists_skip_reasons_and_leaves_student_work_alone(monkeypatch, capsys):
+    mine = str(ROOT / "exercises" / "04_decode.ipynb")
+    calls = []
+    monkeypatch.setattr(book, "setup", lambda quiet=False: None)
+    monkeypatch.setattr(book, "_student_work", lambda: {mine: "edited"})
+    monkeypatch.setattr(book, "_run", lambda args, **kw: calls.append([str(a) for a in args]) or 0)
+    assert book.test([]) == 0
+    assert all("-rs" in call for call in calls)                 # skip reasons printed
+    assert len(calls) == 3 and f"--ignore={mine}" in calls[2] and "exercises" in calls[2]
+    assert "exercises/04_decode.ipynb: edited by you, left alone" in capsys.readouterr().out
+
+
+def test_the_test_command_leaves_out_the_exercise_stage_when_every_notebook_is_a_students(monkeypatch):
+    work = {str(p): "run" for p in (ROOT / "exercises").glob("*.ipynb")}
+    calls = []
+    monkeypatch.setattr(book, "setup", lambda quiet=False: None)
+    monkeypatch.setattr(book, "_student_work", lambda: work)
+    monkeypatch.setattr(book, "_run", lambda args, **kw: calls.append(args) or 0)
+    assert book.test([]) == 0 and len(calls) == 2              # pytest would exit 5 on no tests
