@@ -280,7 +280,8 @@ def test_reading_and_running_a_chapter_in_the_lab_leaves_git_status_clean(tmp_pa
             assert stored_info != kernel_info, "the test proves nothing: the stored form is the kernel's"
 
             # A reader's (a student's) edit is saved, in full.
-            browser.evaluate(f"jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(EXERCISE)}}})")
+            browser.evaluate(f"jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(EXERCISE)}}})"
+                             ".then(() => true)")
             assert browser.evaluate(WAIT_FOR_NOTEBOOK % json.dumps(EXERCISE), timeout=130) == "ready"
             assert browser.evaluate(EDIT_FIRST_CODE_CELL) is True
             target = clone / EXERCISE
