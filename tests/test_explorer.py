@@ -90,7 +90,39 @@ def test_static_figure_and_summary():
     plt.close(fig)
     text = explorer.summary(d, 0.05)
     assert text.startswith("Llama-3.1-70B on H100-SXM5-80GB, context 4096 tokens")
-    assert "Best under TPOT 50 ms" in text
+    lines = text.splitlines()
+    assert len(lines) == 4
+    assert lines[1].startswith("Selected configuration (fp8 weights, fp8 KV, TP 2): fits up to batch")
+    assert lines[2].startswith("Selected configuration, best under TPOT 50 ms: batch ")
+    assert lines[3].startswith("Best of all configurations under TPOT 50 ms: ")
+
+
+def test_the_best_lines_are_the_best_points_under_the_target():
+    d = explorer.frontier_data("Llama-3.1-70B", "H100", "fp8", "fp8", 2, 4096)
+    space, sel = d["space"], d["selected"]
+    ok = space["tpot"] <= 0.05
+    best_sel = max(np.flatnonzero(ok & sel), key=lambda i: space["throughput_per_gpu"][i])
+    best_all = max(np.flatnonzero(ok), key=lambda i: space["throughput_per_gpu"][i])
+    lines = explorer.summary(d, 0.05).splitlines()
+    assert f"batch {space['batch_size'][best_sel]}, TPOT {space['tpot'][best_sel] * 1e3:.1f} ms" in lines[2]
+    assert (f"{space['weight_dtype'][best_all]} weights, {space['kv_dtype'][best_all]} KV, "
+            f"TP {space['tensor_parallel'][best_all]}, batch {space['batch_size'][best_all]}") in lines[3]
+    assert space["throughput_per_gpu"][best_all] >= space["throughput_per_gpu"][best_sel]
+    assert d["front"][best_all]                                  # the best under a target is on the front
+    none = explorer.summary(d, 1e-4).splitlines()
+    assert none[2] == "Selected configuration: no batch size meets TPOT 0 ms."
+    assert none[3] == "No configuration meets TPOT 0 ms."
+
+
+def test_select_is_frontier_data_with_another_selection():
+    d = explorer.frontier_data("Llama-3.1-70B", "H100", "bf16", "bf16", 4, 2048)
+    for wd, kd, tp in [("fp8", "fp8", 2), ("int4", "bf16", 8), ("bf16", "fp8", 1)]:
+        fresh = explorer.frontier_data("Llama-3.1-70B", "H100", wd, kd, tp, 2048)
+        picked = explorer.select(d, wd, kd, tp)
+        np.testing.assert_array_equal(picked["selected"], fresh["selected"])
+        assert explorer.summary(picked) == explorer.summary(fresh)
+    with pytest.raises(KeyError, match="weight_dtype"):
+        explorer.select(d, "fp6", "bf16", 1)
 
 
 def test_frontier_data_clamps_the_context_and_validates():
@@ -106,7 +138,7 @@ def test_frontier_data_clamps_the_context_and_validates():
 
 
 def test_the_fixed_frame_holds_every_default_configuration():
-    # the frame is drawn once; it must hold every model, GPU and context the dropdowns offer
+    # FRAME_* is the frame when there are no data, and a range every default space fits in
     ex = explorer.FrontierExplorer(draw=False)
     (x_lo, x_hi), (y_lo, y_hi) = explorer.FRAME_TPOT_MS, explorer.FRAME_THROUGHPUT
     for model in ex.model.options:
@@ -119,29 +151,68 @@ def test_the_fixed_frame_holds_every_default_configuration():
                 assert y_lo <= rate.min() and rate.max() <= y_hi, (model, accelerator, context)
 
 
-def test_moving_every_control_redraws_only_the_data():
+def test_the_frame_fits_the_data():
+    for model, context in [("Llama-3.1-8B", 512), ("Llama-3.1-70B", 32768), ("Mixtral-8x7B", 4096)]:
+        space = explorer.frontier_data(model, "H100", context_len=context)["space"]
+        (x_lo, x_hi), (y_lo, y_hi) = explorer.fit_frame(space)
+        x, y = space["tpot"] * 1e3, space["throughput_per_gpu"]
+        assert x_lo < x.min() and x.max() < x_hi and y_lo < y.min() and y.max() < y_hi
+        # tight: within a 1-2-5 step (at most 2.5x) plus the margin of each side of the data
+        assert x.min() / x_lo < 2.5 * 1.15 and x_hi / x.max() < 2.5 * 1.15
+        assert y.min() / y_lo < 2.5 * 1.15 and y_hi / y.max() < 2.5 * 1.15
+        # much tighter than the fixed range the explorer used to draw in
+        frame = np.log10(x_hi / x_lo) * np.log10(y_hi / y_lo)
+        fixed = np.log10(explorer.FRAME_TPOT_MS[1] / explorer.FRAME_TPOT_MS[0]) * 5
+        assert frame < fixed / 2
+    (x_lo, x_hi), _ = explorer.fit_frame({"tpot": np.array([1e-3]), "throughput_per_gpu": np.array([9.0])},
+                                         tpot_slo=0.05)
+    assert x_lo < 1 and 50 < x_hi <= 100                       # the target stays in view
+    assert explorer.fit_frame({"tpot": np.zeros(0), "throughput_per_gpu": np.zeros(0)}) == (
+        explorer.FRAME_TPOT_MS, explorer.FRAME_THROUGHPUT)
+
+
+def test_data_types_and_tp_redraw_only_the_data_and_a_new_space_refits_the_frame():
     ex = explorer.FrontierExplorer(draw=True)
     assert ex.full_draws == 1 and ex.renders == 1
     first = ex.image.value
     changes = 0
-    for control in ex.controls:
+    for control in (ex.weight_dtype, ex.kv_dtype, ex.tensor_parallel):
         start = control.value
         for value in [v for v in control.options if v != start] + [start]:
             control.value = value
             changes += 1
-    assert ex.renders == 1 + changes and ex.full_draws == 1    # the frame was never redrawn
+    assert ex.renders == 1 + changes and ex.full_draws == 1    # same space, same frame: blitted
     assert ex.image.value == first            # back at the start: the same picture, pixel for pixel
+    ex.context_len.value = 32768                               # another space: a frame fitted to it
+    assert ex.full_draws == 2 and ex._frame == explorer.fit_frame(ex.data["space"], tpot_slo=0.05)
+    assert ex._ax.get_xlim() == ex._frame[0]
+    ex.context_len.value = 2048                                # back: its frame was kept
+    assert ex.full_draws == 2 and ex.image.value == first
     assert ex.message.value.startswith("Llama-3.1-8B on H100-SXM5-80GB")
 
 
-def test_data_outside_the_frame_grow_it_to_the_next_decade():
-    ex = explorer.FrontierExplorer(draw=True, mbu=0.02, mfu=0.02)   # 50x slower steps
-    tpot_ms = ex.data["space"]["tpot"] * 1e3
-    assert tpot_ms.max() > explorer.FRAME_TPOT_MS[1]
-    (x_lo, x_hi), (y_lo, y_hi) = ex._frame
-    assert (x_lo, x_hi) == (explorer.FRAME_TPOT_MS[0], 10.0 ** np.ceil(np.log10(tpot_ms.max())))
-    assert x_lo <= tpot_ms.min() and y_lo <= ex.data["space"]["throughput_per_gpu"].min()
-    assert ex._ax.get_xlim() == (x_lo, x_hi) and ex.full_draws == 1
+def test_the_picture_is_sharp_and_the_widget_shows_it_at_its_size():
+    from PIL import Image
+    import io
+
+    ex = explorer.FrontierExplorer(draw=True)
+    png = Image.open(io.BytesIO(ex.image.value))
+    width, height = explorer.DISPLAY_SIZE_PX
+    assert png.size == (width * explorer.PIXEL_RATIO, height * explorer.PIXEL_RATIO)
+    assert (ex.image.width, ex.image.height) == (str(width), str(height)) or \
+        (ex.image.width, ex.image.height) == (width, height)
+
+
+def test_an_unexecuted_view_shows_a_picture_not_the_widget_repr():
+    import base64
+
+    ex = explorer.FrontierExplorer(draw=False)
+    box = ex.widget()
+    data, metadata = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data              # live: the widget
+    assert base64.b64decode(data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"  # otherwise: the figure
+    assert "VBox" not in data["text/plain"] and "Pareto-front explorer" in data["text/plain"]
+    assert metadata["image/png"]["width"] == explorer.DISPLAY_SIZE_PX[0]
 
 
 def test_an_impossible_degree_empties_the_figure_and_says_why():
@@ -150,4 +221,3 @@ def test_an_impossible_degree_empties_the_figure_and_says_why():
     ex.model.value = "Qwen2.5-7B"
     assert ex.message.value.startswith("TP 8 cannot split Qwen2.5-7B")
     assert all(len(a.get_xdata()) == 0 for a in (ex._cloud, ex._front, ex._line))
-    assert ex.full_draws == 1
