@@ -209,7 +209,11 @@ def test_an_unexecuted_view_shows_a_picture_not_the_widget_repr():
     ex = explorer.FrontierExplorer(draw=False)
     box = ex.widget()
     data, metadata = box._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in data              # live: the widget
+    view = data["application/vnd.jupyter.widget-view+json"]                # live: the widget
+    assert view["model_id"] == box.model_id
+    assert view["servingmath_explorer"] == {"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB",
+                                            "weight_dtype": "bf16", "kv_dtype": "bf16",
+                                            "tensor_parallel": 1, "context_len": 2048}
     assert base64.b64decode(data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"  # otherwise: the figure
     assert "VBox" not in data["text/plain"] and "Pareto-front explorer" in data["text/plain"]
     assert metadata["image/png"]["width"] == explorer.DISPLAY_SIZE_PX[0]

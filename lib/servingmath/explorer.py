@@ -448,6 +448,12 @@ class FrontierExplorer:
         self.renders += 1
         return buffer.getvalue()
 
+    def selection(self) -> dict:
+        """The controls' values: model, accelerator, weight_dtype, kv_dtype, tensor_parallel, context_len."""
+        return {"model": self.model.value, "accelerator": self.accelerator.value,
+                "weight_dtype": self.weight_dtype.value, "kv_dtype": self.kv_dtype.value,
+                "tensor_parallel": int(self.tensor_parallel.value), "context_len": int(self.context_len.value)}
+
     def widget(self):
         """The controls, the summary and the figure in one box, ready to display.
 
@@ -466,6 +472,7 @@ class FrontierExplorer:
 
 
 _BOX_CLASS = None
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def _explorer_box_class(widgets):
@@ -483,6 +490,8 @@ def _explorer_box_class(widgets):
                 if explorer is None or not explorer.image.value:
                     return data
                 data = dict(data)
+                # the selection, for the static book's explorer (book/_ext): viewers ignore the key
+                data[WIDGET_VIEW] = {**data[WIDGET_VIEW], "servingmath_explorer": explorer.selection()}
                 data["image/png"] = base64.b64encode(explorer.image.value).decode("ascii")
                 first = explorer.text.splitlines()[0] if explorer.text else ""
                 data["text/plain"] = f"Pareto-front explorer (run the notebook to use its controls). {first}"
