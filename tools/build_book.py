@@ -235,18 +235,24 @@ def ensure_python_env() -> Path:
     return book.BIN
 
 
+def _npm_prefix(package: str) -> Path:
+    """Each npm package in a folder of its own: npm removes what a later ``--no-save`` install did not name."""
+    return CACHE / re.sub(r"[^A-Za-z0-9.@-]+", "_", package)
+
+
 def _npm_package(package: str, wanted: Path, purpose: str) -> Path:
     """``wanted`` (a file inside the npm package ``package``), installed into the cache once."""
+    prefix = _npm_prefix(package)
     if not wanted.exists():
         npm = shutil.which("npm")
         if npm is None:
             sys.exit(f"[book] npm is needed once, to fetch {package} so that {purpose} with nothing loaded from "
                      "the network, and was not found. Install Node.js and npm (Debian/Ubuntu: apt-get install "
                      "-y npm), then rerun.")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        _say(f"fetching {package} with npm into {CACHE.relative_to(ROOT)}/ (once)")
+        prefix.mkdir(parents=True, exist_ok=True)
+        _say(f"fetching {package} with npm into {prefix.relative_to(ROOT)}/ (once)")
         code = subprocess.call([npm, "install", "--no-save", "--no-audit", "--no-fund", "--no-package-lock",
-                                "--prefix", str(CACHE), package], cwd=CACHE)
+                                "--prefix", str(prefix), package], cwd=prefix)
         if code != 0 or not wanted.exists():
             sys.exit(f"[book] `npm install {package}` failed (see npm's message above)")
     return wanted
@@ -254,7 +260,8 @@ def _npm_package(package: str, wanted: Path, purpose: str) -> Path:
 
 def ensure_mathjax() -> Path:
     """MathJax 3 from npm, cached in book/_build/.cache, copied into the site's static folder."""
-    source = _npm_package(MATHJAX_PACKAGE, CACHE / "node_modules" / "mathjax" / "es5" / MATHJAX_FILE,
+    source = _npm_package(MATHJAX_PACKAGE, _npm_prefix(MATHJAX_PACKAGE) / "node_modules" / "mathjax" / "es5"
+                          / MATHJAX_FILE,
                           "the pages typeset math")
     target = STATIC / "mathjax"
     if target.exists():
@@ -267,7 +274,7 @@ def ensure_mathjax() -> Path:
 def ensure_explorer(bin_dir: Path) -> Path:
     """Plotly (npm) and the explorer's data (tools/explorer_data.py) in book/_build/static/explorer."""
     name = PLOTLY_PACKAGE.rsplit("@", 1)[0]
-    plotly = _npm_package(PLOTLY_PACKAGE, CACHE / "node_modules" / name / "plotly-basic.min.js",
+    plotly = _npm_package(PLOTLY_PACKAGE, _npm_prefix(PLOTLY_PACKAGE) / "node_modules" / name / "plotly-basic.min.js",
                           "the explorer draws its plot")
     stamp = EXPLORER_DATA / ".inputs"
     wanted = explorer_inputs_hash()
@@ -296,6 +303,7 @@ def build(bin_dir: Path, incremental: bool = False, solutions: bool = True) -> f
     n_chapters = len(chapter_files(ROOT, "notebooks"))
     n_exercises = len(chapter_files(ROOT, "exercises"))
     n_solutions = len(chapter_files(ROOT, "solutions")) if solutions else 0
+    shutil.rmtree(HTML / "_static", ignore_errors=True)   # Sphinx does not overwrite static files it copied
     if not incremental:
         # From scratch by default: an incremental Sphinx build keeps pages whose cross-references
         # would now resolve differently (a link to an exercise set written since), and its log

@@ -53,6 +53,19 @@
     return out;
   }
 
+  // Ticks at 1, 2, 5 per decade over up to three decades, at decades beyond, labelled as plain
+  // numbers: what servingmath.plotting.log_axis does for the widget.
+  function logTicks(lo, hi) {
+    var decades = Math.log10(hi / lo), subs = decades <= 3 ? [1, 2, 5] : [1], ticks = [];
+    for (var e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
+      subs.forEach(function (m) {
+        var v = m * Math.pow(10, e);
+        if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) ticks.push(Number(v.toPrecision(6)));
+      });
+    }
+    return {tickvals: ticks, ticktext: ticks.map(function (v) { return String(v); })};
+  }
+
   function Explorer(container, index) {
     var initial = Object.assign({}, index.initial);
     try { Object.assign(initial, JSON.parse(container.getAttribute("data-initial") || "{}")); } catch (e) {}
@@ -165,18 +178,19 @@
     var layout = {
       margin: {l: 70, r: 10, t: 30, b: 50}, height: 440,
       title: {text: "decode design space: data types × TP × batch 1-1024", font: {size: 13}},
-      xaxis: {type: "log", title: {text: "TPOT (ms, log scale)"},
-              range: [Math.log10(frame[0][0]), Math.log10(frame[0][1])]},
-      yaxis: {type: "log", title: {text: "output tokens/s per GPU (log scale)"},
-              range: [Math.log10(frame[1][0]), Math.log10(frame[1][1])]},
+      xaxis: Object.assign({type: "log", title: {text: "TPOT (ms, log scale)"}, tickmode: "array",
+                            range: [Math.log10(frame[0][0]), Math.log10(frame[0][1])]},
+                           logTicks(frame[0][0], frame[0][1])),
+      yaxis: Object.assign({type: "log", title: {text: "output tokens/s per GPU (log scale)"}, tickmode: "array",
+                            range: [Math.log10(frame[1][0]), Math.log10(frame[1][1])]},
+                           logTicks(frame[1][0], frame[1][1])),
       legend: {x: 1, xanchor: "right", y: 0, yanchor: "bottom", bgcolor: "rgba(255,255,255,0.8)"},
       shapes: [{type: "line", xref: "x", yref: "paper", x0: slo, x1: slo, y0: 0, y1: 1,
                 line: {color: "black", width: 1, dash: "dash"}}],
       annotations: [{x: Math.log10(slo), xref: "x", y: 1, yref: "paper", text: "TPOT SLO " + slo + " ms",
                      showarrow: false, xanchor: "left", yanchor: "top", font: {size: 11}}],
     };
-    window.Plotly.react(this.plot, traces, layout, {displaylogo: false, responsive: true,
-                                                    modeBarButtonsToRemove: ["toImage", "select2d", "lasso2d"]});
+    window.Plotly.react(this.plot, traces, layout, {displaylogo: false, responsive: true, displayModeBar: false});
     var summary = this.summary;
     summary.textContent = "";
     lines.join("\n").split("\n").forEach(function (line, i) {
