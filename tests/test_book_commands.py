@@ -122,3 +122,42 @@ def test_the_test_command_leaves_out_the_exercise_stage_when_every_notebook_is_a
     monkeypatch.setattr(book, "_student_work", lambda: work)
     monkeypatch.setattr(book, "_run", lambda args, **kw: calls.append(args) or 0)
     assert book.test([]) == 0 and len(calls) == 2              # pytest would exit 5 on no tests
+
+
+def test_the_binder_link_pattern_points_to_files_that_exist():
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"https://mybinder\.org/v2/gh/OWNER/REPO/BRANCH\?urlpath=lab/tree/(\S+?)`", readme)
+    assert links, "the README gives no Binder link pattern"
+    for path in links:
+        assert (ROOT / path).is_file(), path
+    assert "<owner>" not in readme and "<repo>" not in readme           # no bare placeholder left
+    for name in ("requirements.txt", "runtime.txt", "postBuild", "pyproject.toml"):
+        assert (ROOT / name).exists(), name                          # what Binder builds from
+
+
+def test_teachers_and_students_folders_are_git_ignored():
+    import re
+    import shutil as _shutil
+
+    if _shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("no git checkout here: nothing to ignore")
+    documented = set()
+    for text in ((ROOT / "TEACHING.md").read_text(encoding="utf-8"),
+                 (ROOT / "lib" / "servingmath" / "assignments.py").read_text(encoding="utf-8")):
+        documented |= set(re.findall(r"--(?:out|submissions)\s+([\w.-]+)/", text))
+    assert {"handout", "collected", "grades"} <= documented
+    paths = [f"{folder}/alice.ipynb" for folder in sorted(documented)] + ["handout/roster.csv",
+                                                                          "grades/scores.csv", "mywork/alice.ipynb"]
+    found = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert sorted(found.stdout.split()) == sorted(paths), found.stdout
+    kept = subprocess.run(["git", "check-ignore", "--no-index", "notebooks/04_decode.ipynb", "exercises/x.ipynb"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert kept.stdout == ""                                         # the book itself is not ignored
+
+
+def test_the_readme_says_how_to_reach_the_lab_over_ssh():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert 'make lab ARGS="--port 8890 --no-browser"' in readme
+    assert "ssh -N -L 8890:localhost:8890" in readme

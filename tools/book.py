@@ -5,7 +5,7 @@
     python3 tools/book.py setup   # only create/refresh .venv
     python3 tools/book.py lock    # regenerate requirements.txt (exact pins) from requirements.in
     python3 tools/book.py book    # build the static HTML book (book/_build/html), offline
-    python3 tools/book.py browser-test   # build it, then check every page in headless Chromium
+    python3 tools/book.py browser-test   # build it, check every page in headless Chromium, then the lab
     python3 tools/book.py bench   # benchmarks (never fail): bench-results/results.json
 
 ``make lab`` and ``make test`` call the first two. Setup creates ``.venv`` in
@@ -215,7 +215,11 @@ def main(argv=None) -> int:
     if command == "book":
         return _run([sys.executable, ROOT / "tools" / "build_book.py"] + extra)
     if command == "browser-test":
-        return _run([sys.executable, ROOT / "tools" / "build_book.py", "--check"] + extra)
+        pages = _run([sys.executable, ROOT / "tools" / "build_book.py", "--check"] + extra)
+        _say("reading a chapter in JupyterLab on a fresh clone leaves git status clean (headless Chromium)")
+        lab_check = _run([PYTHON, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                          "tests/test_book_lab.py::test_reading_and_running_a_chapter_in_the_lab_leaves_git_status_clean"])
+        return pages or lab_check
     setup()                                 # bench
     return _run([PYTHON, ROOT / "tools" / "bench.py"] + extra)
 
