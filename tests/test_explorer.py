@@ -197,8 +197,12 @@ def test_the_picture_is_sharp_and_the_widget_shows_it_at_its_size():
 
     ex = explorer.FrontierExplorer(draw=True)
     png = Image.open(io.BytesIO(ex.image.value))
+    png.load()
     width, height = explorer.DISPLAY_SIZE_PX
     assert png.size == (width * explorer.PIXEL_RATIO, height * explorer.PIXEL_RATIO)
+    # the PNG holds exactly the pixels matplotlib drew
+    np.testing.assert_array_equal(np.asarray(png.convert("RGB")),
+                                  np.asarray(ex._figure.canvas.buffer_rgba())[:, :, :3])
     assert (ex.image.width, ex.image.height) == (str(width), str(height)) or \
         (ex.image.width, ex.image.height) == (width, height)
 

@@ -26,7 +26,8 @@ Examples
 from __future__ import annotations
 
 import base64
-import io
+import struct
+import zlib
 
 import numpy as np
 
@@ -242,6 +243,26 @@ DISPLAY_SIZE_PX = (700, 420)
 PIXEL_RATIO = 2
 
 
+def _png(rgba) -> bytes:
+    """An RGB PNG of an (height, width, 4) uint8 array: rows unfiltered, zlib level 1.
+
+    Twice as fast as Pillow's encoder on the explorer's 1400 x 840 figure (26 ms against 58 ms
+    here), for about the same size (100 kB): its adaptive row filters buy little on a figure that
+    is mostly white, and the encoding is most of a redraw.
+    """
+    height, width = rgba.shape[:2]
+    raw = np.empty((height, 1 + 3 * width), dtype=np.uint8)
+    raw[:, 0] = 0                                          # filter type 0 (None) for every row
+    raw[:, 1:] = rgba[:, :, :3].reshape(height, 3 * width)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)   # 8-bit RGB, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 1)) + chunk(b"IEND", b""))
+
+
 def _thin(index, n_max=CLOUD_POINTS):
     """At most ``n_max`` evenly spaced entries of ``index``."""
     if index.size <= n_max:
@@ -418,8 +439,6 @@ class FrontierExplorer:
 
     def render(self) -> bytes:
         """Update the figure in place and return it as PNG bytes (what :attr:`image` shows)."""
-        from PIL import Image
-
         if self._figure is None:
             self._build_figure()
         self._set_artists()
@@ -441,12 +460,8 @@ class FrontierExplorer:
             canvas.restore_region(background)
         for artist in self._dynamic:
             ax.draw_artist(artist)
-        width, height = canvas.get_width_height()
-        buffer = io.BytesIO()
-        Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1
-                         ).convert("RGB").save(buffer, format="png", compress_level=1)
         self.renders += 1
-        return buffer.getvalue()
+        return _png(np.asarray(canvas.buffer_rgba()))
 
     def selection(self) -> dict:
         """The controls' values: model, accelerator, weight_dtype, kv_dtype, tensor_parallel, context_len."""
