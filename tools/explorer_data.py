@@ -149,7 +149,8 @@ def _script(variable: str, payload: dict) -> str:
             f"{variable} = {json.dumps(payload, separators=(',', ':'), ensure_ascii=False)};\n")
 
 
-def write(out_dir: Path, models=explorer.DEFAULT_MODELS) -> list[Path]:
+def write(out_dir: Path, models=explorer.DEFAULT_MODELS, accelerators=explorer.DEFAULT_ACCELERATORS,
+          context_lens=explorer.CONTEXT_LENS) -> list[Path]:
     """Write explorer-index.js and one explorer-<model>.js a model into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "explorer-index.js"]
@@ -158,7 +159,8 @@ def write(out_dir: Path, models=explorer.DEFAULT_MODELS) -> list[Path]:
         path = out_dir / model_file(model)
         name = get_model(model).name
         path.write_text(_script(f"window.SERVINGMATH_EXPLORER_DATA = window.SERVINGMATH_EXPLORER_DATA || {{}};\n"
-                                f"window.SERVINGMATH_EXPLORER_DATA[{json.dumps(name)}]", model_data(model)),
+                                f"window.SERVINGMATH_EXPLORER_DATA[{json.dumps(name)}]",
+                                model_data(model, accelerators, context_lens)),
                         encoding="utf-8")
         written.append(path)
     return written

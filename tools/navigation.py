@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import importlib.util
 import io
 import json
@@ -53,6 +54,12 @@ def _load_tool(name: str):
 def notebooks(root: Path, folder: str) -> list[Path]:
     """``folder/NN_*.ipynb`` in reading order."""
     return sorted(p for p in (root / folder).glob("*.ipynb") if NOTEBOOK_NAME.match(p.name))
+
+
+@functools.lru_cache(maxsize=256)
+def _read(path: Path, mtime_ns: int):
+    """A notebook, read once per run (titles are read many times); do not modify what it returns."""
+    return nbformat.read(path, as_version=4)
 
 
 def _source(cell) -> str:
@@ -94,13 +101,13 @@ def contents_source(root: Path) -> str:
     lines = ["## Contents", "", "| # | chapter | exercises |", "|---|---|---|"]
     for path in notebooks(root, "notebooks"):
         number = path.name[:2]
-        name = title(nbformat.read(path, as_version=4))
+        name = title(_read(path, path.stat().st_mtime_ns))
         solution = root / "solutions" / path.name
         if path.name == FIRST:
             lines.append(f"| {number} | {name} (this page) | – |")
             continue
         if solution.exists():
-            n = checked_questions(nbformat.read(solution, as_version=4))
+            n = checked_questions(_read(solution, solution.stat().st_mtime_ns))
             exercises = f"[{n} checked questions](../exercises/{path.name})"
         else:
             exercises = "–"
@@ -111,8 +118,8 @@ def contents_source(root: Path) -> str:
 
 
 def _link(root: Path, folder: str, path: Path) -> str:
-    nb = nbformat.read(root / folder / path.name, as_version=4) if folder == "notebooks" else None
-    name = title(nb) if nb is not None else title(nbformat.read(root / "notebooks" / path.name, as_version=4))
+    chapter = root / "notebooks" / path.name
+    name = title(_read(chapter, chapter.stat().st_mtime_ns))
     return f"[{path.name[:2]} · {short(name)}]({path.name})"
 
 
@@ -139,7 +146,7 @@ def exercise_navigation(root: Path, path: Path) -> str:
     if i > 0:
         parts.append("← " + _link(root, "solutions", sets[i - 1]))
     if chapter.exists():
-        parts.append(f"back to [chapter {path.name[:2]} · {short(title(nbformat.read(chapter, as_version=4)))}]"
+        parts.append(f"back to [chapter {path.name[:2]} · {short(title(_read(chapter, chapter.stat().st_mtime_ns)))}]"
                      f"(../notebooks/{path.name})")
     if i + 1 < len(sets):
         parts.append(_link(root, "solutions", sets[i + 1]) + " →")
@@ -192,7 +199,7 @@ def expected(root: Path, path: Path):
                 for k, line in enumerate(lines):
                     if line.startswith("# "):
                         chapter = root / "notebooks" / path.name
-                        name = title(nbformat.read(chapter, as_version=4)) if chapter.exists() else title(nb)
+                        name = title(_read(chapter, chapter.stat().st_mtime_ns)) if chapter.exists() else title(nb)
                         lines[k] = f"# Exercises {path.name[:2]} · {name}"
                         cell.source = "\n".join(lines)
                         break
@@ -212,6 +219,7 @@ def _text(nb) -> str:
 
 def out_of_date(root: Path = ROOT) -> list[tuple[Path, str]]:
     """(path, the text it should have) for every chapter and solutions notebook not up to date."""
+    _read.cache_clear()
     stale = []
     for folder in ("notebooks", "solutions"):
         for path in notebooks(root, folder):
