@@ -269,15 +269,17 @@ def test_the_static_explorer_data_are_the_librarys_own():
         assert got == want
 
 
-def test_the_realistic_setting_is_one_constant_and_slower_than_the_bound():
+def test_the_realistic_setting_is_the_librarys_one_constant_and_slower_than_the_bound():
+    from servingmath import settings
+
     data_tool = _explorer_data()
-    assert data_tool.SETTINGS["realistic"][0] is data_tool.REALISTIC
-    assert data_tool.SETTINGS["physical bound"][0] == {}
-    assert data_tool.REALISTIC["mfu"] == 0.5 and data_tool.REALISTIC["mbu"] == 0.8
+    assert data_tool.SETTINGS["realistic"][0] is settings.REALISTIC
+    assert data_tool.SETTINGS["physical bound"][0] is settings.PHYSICAL
     bound = data_tool.one_space("Llama-3.1-8B", "H100-SXM5-80GB", 2048, "physical bound")
     real = data_tool.one_space("Llama-3.1-8B", "H100-SXM5-80GB", 2048, "realistic")
     assert min(real["curves"][0]["tpot_ms"]) > min(bound["curves"][0]["tpot_ms"]) * 1.2
-    assert "realistic: mfu = 0.5, mbu = 0.8" in data_tool.SETTINGS["realistic"][1]
+    assert f"realistic: mfu = {settings.REALISTIC['mfu']:g}, mbu = {settings.REALISTIC['mbu']:g}" in \
+        data_tool.SETTINGS["realistic"][1]
 
 
 def test_the_static_explorer_has_the_widgets_controls(tmp_path):

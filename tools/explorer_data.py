@@ -33,16 +33,12 @@ import numpy as np
 from servingmath import explorer
 from servingmath.memory import valid_tensor_parallel_degrees
 from servingmath.models import get_model
-from servingmath.parallelism import NCCL_NVLINK_ALLREDUCE
+from servingmath.settings import PHYSICAL, REALISTIC
 
-#: The explorer's "realistic" setting, in one place: keyword options of the step time
-#: (``decode.decode_step_time`` through ``pareto.decode_design_space``). A placeholder until the
-#: library names its realistic setting: MFU 0.5 and MBU 0.8 (a well-tuned engine's decode), and
-#: chapter 08's NCCL all-reduce over NVLink (``parallelism.NCCL_NVLINK_ALLREDUCE``; the step time
-#: takes its per-hop latency, the per-call latency and link efficiency are not options of it yet).
-REALISTIC = {"mfu": 0.5, "mbu": 0.8, "allreduce_latency": NCCL_NVLINK_ALLREDUCE["allreduce_latency"]}
+#: The explorer's two settings are the library's (:mod:`servingmath.settings`): the physical bound
+#: and the book's one realistic setting, calibrated in the chapter "Validation".
 SETTINGS = {
-    "physical bound": ({}, "the physical bound: peak FLOP/s and bandwidth, free all-reduces"),
+    "physical bound": (PHYSICAL, "the physical bound: peak FLOP/s and bandwidth, free all-reduces"),
     "realistic": (REALISTIC, "realistic: " + ", ".join(f"{k} = {v:g}" for k, v in REALISTIC.items())),
 }
 TPOT_SLO = 0.05
