@@ -38,13 +38,12 @@ acceptance with one rate alpha for every position and sequence; one chain of
 gamma drafts (no tree speculation); draft and target on the same accelerators
 with the same tensor parallelism, data types and efficiencies (as in
 :class:`servingmath.simulate.Speculative`); the draft's KV reads are counted
-in its step time, its KV-cache *memory* is not; the gamma KV entries the
-verification writes and the causal triangle among the gamma + 1 new
-positions (gamma (gamma+1) / 2 extra attention pairs per sequence) are
-neglected (about gamma / S of the KV read, gamma / (2 S) of the attention
-math); the draft's growing context within a step is neglected (every draft
-step at context S); sampling, the rejection test and the draft's prefill
-are not counted.
+in its step time, its KV-cache *memory* is not; the verification is one
+iteration of the step model (:mod:`servingmath.step`), so the gamma KV entries it
+writes and the causal triangle among its gamma + 1 new positions are counted;
+the draft's growing context within a step is neglected (every draft step at
+context S: about gamma / (2 S) of its KV read); sampling, the rejection test
+and the draft's prefill are not counted.
 
 Examples
 --------
