@@ -50,12 +50,13 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from ._validation import check_choice, check_fraction, check_nonnegative, check_positive, unknown_name
+from ._validation import (ValueFields, check_choice, check_fraction, check_nonnegative, check_positive,
+                          freeze_number, unknown_name)
 from .datatypes import check_dtype
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 from .settings import SETTINGS, setting_options
-from .sharding import AllReduce, ValueFields, _freeze, check_expert_parallel, check_tensor_parallel
+from .sharding import AllReduce, check_expert_parallel, check_tensor_parallel
 
 __all__ = [
     "Deployment",
@@ -81,7 +82,7 @@ ALLREDUCE_OPTIONS = {"allreduce_latency": "latency", "allreduce_base_latency": "
                      "link_efficiency": "link_efficiency", "allreduce_dtype": "dtype"}
 
 def _numeric(name, value, check):
-    return _freeze(check(name, value))
+    return freeze_number(check(name, value))
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,9 +154,9 @@ class Deployment(ValueFields):
         if self.accelerator is not None:   # None: a deployment that counts work but cannot time it
             set_("accelerator", get_accelerator(self.accelerator))
         n = check_tensor_parallel(self.model, self.tensor_parallel)
-        set_("tensor_parallel", int(n) if n.ndim == 0 else _freeze(n).astype(np.int64))
+        set_("tensor_parallel", int(n) if n.ndim == 0 else freeze_number(n).astype(np.int64))
         ep = check_expert_parallel(self.model, self.expert_parallel, self.tensor_parallel)
-        set_("expert_parallel", int(ep) if ep.ndim == 0 else _freeze(ep).astype(np.int64))
+        set_("expert_parallel", int(ep) if ep.ndim == 0 else freeze_number(ep).astype(np.int64))
         check_dtype(self.weight_dtype, "weight_dtype")
         check_dtype(self.kv_dtype, "kv_dtype")
         if self.compute_dtype == "auto":
