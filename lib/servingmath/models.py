@@ -290,7 +290,7 @@ def model_from_hf_config(config: dict, name: str | None = None, source: str = "c
         n_experts=int(moe.pop("n_experts")),
         n_active_experts=int(_get(config, "num_experts_per_tok", default=1)),
         max_context_len=int(_get(config, "max_position_embeddings", "n_positions", "max_seq_len", default=4096)),
-        qkv_bias=bool(config.get("attention_bias", model_type == "qwen2")),
+        qkv_bias=bool(config.get("attention_bias", model_type in {"qwen2", "qwen2_moe"})),
         ffn_bias=bool(config.get("mlp_bias", gptj_like)),
         norm_bias=gptj_like,
         lm_head_bias=model_type == "gptj",
