@@ -245,7 +245,7 @@ def critical_prompt_length(model, *, all_logits=False):
     """
     model = get_model(model)
     logits = check_bool("all_logits", all_logits)
-    a = float(attention_flops_per_pair(model)) / 4.0   # L H d_h
+    a = float(attention_flops_per_pair(model)) / 4.0     # L H d_h (MLA: its absorbed FLOPs per pair / 4)
     if a == 0.0:
         return float("inf")   # attention FLOPs ignored (a model given by its totals)
     p_head = float(lm_head_parameter_count(model))
