@@ -201,7 +201,7 @@ def _knee(dep: Deployment, context_len):
         knee = bisect_increasing(excess, 0.0, all_experts / safe)
     else:
         knee = w0 / safe
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (w0, slope)))
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (w0, slope, kv, att)))   # context_len too
     return np.broadcast_to(np.where(positive, knee, np.inf), shape)
 
 
