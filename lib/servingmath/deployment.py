@@ -354,6 +354,8 @@ def deployment_function(func=None, **defaults):
     clash = own_names & DEPLOYMENT_OPTIONS
     if clash:
         raise TypeError(f"{func.__name__} has parameters that are deployment options: {sorted(clash)}")
+    any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+    keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -376,6 +378,10 @@ def deployment_function(func=None, **defaults):
             options = dict(defaults)
             options.update({k: kwargs.pop(k) for k in list(kwargs) if k in DEPLOYMENT_OPTIONS})
             dep = Deployment.build(model, accelerator, **options)
+        unknown = [] if any_keyword else [k for k in kwargs if k not in keywords]
+        if unknown:   # a named error, not Python's TypeError (e.g. tp= for tensor_parallel=)
+            raise unknown_name(f"keyword argument of {func.__name__}:", unknown[0],
+                               sorted(keywords | DEPLOYMENT_OPTIONS))
         return func(dep, *rest, **kwargs)
 
     shown = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
