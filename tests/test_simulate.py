@@ -672,3 +672,44 @@ def test_a_server_builds_its_step_times_once_and_reuse_changes_no_result():
     for run in (again, fresh):
         np.testing.assert_array_equal(run.records.first_token, first.records.first_token)
         np.testing.assert_array_equal(run.records.finish, first.records.finish)
+
+
+# ---- gamma (bursty) arrivals, as vllm bench serve --burstiness draws them ------------------------------------
+def test_poisson_arrivals_keep_their_random_stream():
+    # burstiness = 1 (the default) draws exactly the exponential gaps the simulator always drew,
+    # so every stored chapter output that uses Poisson(rate) is unchanged
+    work = Workload.fixed(500, 16, 4)
+    server = sim.Server(step_times=sim.LinearStepTimes(1e-3))
+    res = run(work, Poisson(50.0), server=server, seed=7)
+    stream = np.random.default_rng(np.random.SeedSequence(7).spawn(3)[0])
+    np.testing.assert_array_equal(res.records.arrival, np.cumsum(stream.exponential(1 / 50.0, 500)))
+    same = run(work, Poisson(50.0, burstiness=1.0), server=server, seed=7)
+    np.testing.assert_array_equal(same.records.arrival, res.records.arrival)
+
+
+@pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
+def test_gamma_arrivals_have_the_rate_and_the_variability_asked_for(burstiness):
+    # vLLM: gaps ~ gamma(shape = burstiness, scale = 1 / (rate x burstiness)): mean 1/rate, c_a^2 = 1/k
+    rate, n = 20.0, 20_000
+    server = sim.Server(step_times=sim.LinearStepTimes(1e-4))
+    work = Workload.fixed(n, 1, 1)
+    means, cv2s = [], []
+    for seed in range(5):
+        gaps = np.diff(run(work, Poisson(rate, burstiness=burstiness), server=server, seed=seed).records.arrival,
+                       prepend=0.0)
+        means.append(gaps.mean())
+        cv2s.append(gaps.var() / gaps.mean() ** 2)
+    t = 2.7764451051977987                            # 95 %, 4 degrees of freedom
+    for values, expected in [(means, 1 / rate), (cv2s, 1 / burstiness)]:
+        v = np.asarray(values)
+        half = t * v.std(ddof=1) / math.sqrt(v.size)
+        assert abs(v.mean() - expected) <= half, (values, expected)
+    assert Poisson(rate, burstiness=burstiness).arrival_cv2 == pytest.approx(1 / burstiness)
+    if burstiness != 1.0:                             # and it is not the Poisson stream
+        assert abs(np.mean(cv2s) - 1.0) > 5 * np.std(cv2s)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, "bursty", True, None, math.inf])
+def test_bad_burstiness_is_refused(bad):
+    with pytest.raises(ValueError, match="burstiness"):
+        Poisson(10.0, burstiness=bad)

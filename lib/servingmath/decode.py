@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import bisect_increasing, scalar_or_array
+from ._validation import bisect_increasing, check_integer, scalar_or_array
 from .deployment import Deployment, deployment_function
 from .models import matmul_parameter_count
 from .step import Iteration, combine, iteration_work, time_parts, work_coefficients
@@ -74,9 +74,8 @@ __all__ = [
 
 
 def _decode_parts(dep: Deployment, batch_size, context_len) -> dict:
+    check_integer("batch_size", batch_size, minimum=1)     # named as the caller knows it, not "sequences"
     it = Iteration.decode(dep.model, sequences=batch_size, context_len=context_len)
-    if np.any(np.asarray(batch_size) < 1):
-        raise ValueError(f"batch_size must be an integer >= 1, got {np.min(batch_size):g}")
     return time_parts(dep, iteration_work(dep, it))
 
 

@@ -21,7 +21,8 @@ setting as a keyword option (:data:`DEPLOYMENT_OPTIONS`)::
     decode.decode_step_time(dep, 64, 2048, mbu=0.8)         # dep.replace(mbu=0.8)
 
 The defaults are the **physical bound**: every efficiency 1.0, no latency,
-no overhead. :data:`SETTINGS` names the book's two settings.
+no overhead. ``setting="realistic"`` starts from the book's one realistic
+setting instead (:mod:`servingmath.settings`); options given beside it override it.
 
 Numeric settings (tensor parallelism, efficiencies, latencies) may be arrays:
 results broadcast over them, as over batch sizes and lengths.
@@ -49,11 +50,13 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from ._validation import check_choice, check_fraction, check_nonnegative, check_positive, unknown_name
+from ._validation import (ValueFields, check_choice, check_fraction, check_nonnegative, check_positive,
+                          freeze_number, unknown_name)
 from .datatypes import check_dtype
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
-from .sharding import AllReduce, ValueFields, _freeze, check_tensor_parallel
+from .settings import SETTINGS, setting_options
+from .sharding import AllReduce, check_tensor_parallel
 
 __all__ = [
     "Deployment",
@@ -78,14 +81,8 @@ OVERLAP_MODELS = ("additive", "roofline", "hybrid")
 ALLREDUCE_OPTIONS = {"allreduce_latency": "latency", "allreduce_base_latency": "base_latency",
                      "link_efficiency": "link_efficiency", "allreduce_dtype": "dtype"}
 
-#: The book's named settings: keyword options for :meth:`Deployment.build`. ``"physical"`` is the
-#: bound no engine beats; the "realistic" setting, calibrated on measurements in the chapter
-#: "Validation", is added to this dict by that chapter's calibration (see :mod:`servingmath.settings`).
-SETTINGS = {"physical": {}}
-
-
 def _numeric(name, value, check):
-    return _freeze(check(name, value))
+    return freeze_number(check(name, value))
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,7 +144,7 @@ class Deployment(ValueFields):
         if self.accelerator is not None:   # None: a deployment that counts work but cannot time it
             set_("accelerator", get_accelerator(self.accelerator))
         n = check_tensor_parallel(self.model, self.tensor_parallel)
-        set_("tensor_parallel", int(n) if n.ndim == 0 else _freeze(n).astype(np.int64))
+        set_("tensor_parallel", int(n) if n.ndim == 0 else freeze_number(n).astype(np.int64))
         check_dtype(self.weight_dtype, "weight_dtype")
         check_dtype(self.kv_dtype, "kv_dtype")
         if self.compute_dtype == "auto":
@@ -181,10 +178,7 @@ class Deployment(ValueFields):
         ...
         servingmath._validation.UnknownNameError: unknown deployment option 'batch'. Allowed: allreduce, allreduce_base_latency, allreduce_dtype, allreduce_latency, compute_dtype, gpu_memory_utilization, kv_dtype, link_efficiency, mbu, memory_bytes, mfu, overlap, reserve_bytes, step_overhead, tensor_parallel, weight_dtype
         """
-        base = {}
-        if setting is not None:
-            check_choice("setting", setting, SETTINGS)
-            base = dict(SETTINGS[setting])
+        base = {} if setting is None else setting_options(setting, accelerator)
         base.update(options)
         return cls(model=model, accelerator=accelerator, **_split_options(base))
 
@@ -359,11 +353,13 @@ def deployment_function(func=None, **defaults):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        setting = kwargs.pop("setting", None)
         if args and isinstance(args[0], Deployment):
             if "accelerator" in kwargs or "model" in kwargs:
                 raise ValueError(f"{func.__name__}: give a Deployment or a model and an accelerator, not both")
             base, rest = args[0], args[1:]
-            options = {k: kwargs.pop(k) for k in list(kwargs) if k in DEPLOYMENT_OPTIONS}
+            options = {} if setting is None else setting_options(setting, base.accelerator)
+            options.update({k: kwargs.pop(k) for k in list(kwargs) if k in DEPLOYMENT_OPTIONS})
             dep = base.replace(**options) if options else base
         else:
             model = args[0] if args else kwargs.pop("model", None)
@@ -377,11 +373,11 @@ def deployment_function(func=None, **defaults):
             rest = args[2:]
             options = dict(defaults)
             options.update({k: kwargs.pop(k) for k in list(kwargs) if k in DEPLOYMENT_OPTIONS})
-            dep = Deployment.build(model, accelerator, **options)
+            dep = Deployment.build(model, accelerator, setting=setting, **options)
         unknown = [] if any_keyword else [k for k in kwargs if k not in keywords]
         if unknown:   # a named error, not Python's TypeError (e.g. tp= for tensor_parallel=)
             raise unknown_name(f"keyword argument of {func.__name__}:", unknown[0],
-                               sorted(keywords | DEPLOYMENT_OPTIONS))
+                               sorted(keywords | DEPLOYMENT_OPTIONS | {"setting"}))
         return func(dep, *rest, **kwargs)
 
     shown = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
@@ -394,6 +390,7 @@ def deployment_function(func=None, **defaults):
     for name in sorted(DEPLOYMENT_OPTIONS):
         default = shown_defaults.get(name, getattr(AllReduce(), ALLREDUCE_OPTIONS.get(name, ""), None))
         shown.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
+    shown.append(inspect.Parameter("setting", inspect.Parameter.KEYWORD_ONLY, default=None))
     shown += [p for p in params if p.kind == p.VAR_KEYWORD]
     wrapper.__signature__ = sig.replace(parameters=shown)
     wrapper.takes_deployment = True

@@ -14,6 +14,19 @@ Conventions
 * Interconnect: sheets quote *bidirectional* totals (NVLink 4: 900 GB/s);
   :attr:`Accelerator.interconnect_bandwidth` is the one-way figure (450 GB/s),
   the one a ring all-reduce sees.
+* FP4: the ``fp4`` columns are the tensor-core peak for 4-bit floats; NVIDIA
+  Blackwell runs NVFP4 and MXFP4 at that rate, so both data types get it.
+* Blackwell (B200, GB200) sheets headline *sparse* figures and give totals per
+  8-GPU board or per 72-GPU rack; the catalog holds dense figures per GPU
+  (total / GPUs / 2) and keeps the sparse ones (:attr:`Accelerator.sparse_flops`)
+  only as a check.
+* One source: this CSV is the book's only copy of these facts. The evidence they
+  were checked against is the project's collected ``shared/data/hardware-specs.csv``
+  (``tests/test_hardware_catalog.py`` compares the two).
+
+Names resolve exactly, then through the aliases benchmarks and ``nvidia-smi`` use
+(``"NVIDIA H100 80GB HBM3"``, ``"AMD Instinct MI300X"``, ``"v5litepod"``, ``"B200"``),
+then case-insensitively.
 
 Examples
 --------
@@ -24,6 +37,11 @@ Examples
 989400000000000.0
 >>> round(h100.ridge_point("bf16"), 1)
 295.3
+>>> get_accelerator("NVIDIA H100 80GB HBM3").name      # the name nvidia-smi prints
+'H100-SXM5-80GB'
+>>> b200 = get_accelerator("B200")
+>>> b200.peak_flops("nvfp4") / 1e12, b200.sparse_flops["nvfp4"] / 1e12   # dense, and the headline
+(9000.0, 18000.0)
 >>> mine = Accelerator.from_numbers("my-gpu", memory_bytes=48e9,
 ...     memory_bandwidth=1e12, peak_flops={"bf16": 200e12})
 >>> mine.ridge_point("bf16")
@@ -68,6 +86,14 @@ class Accelerator:
         What the link is ("NVLink 4", "PCIe Gen4 x16 (no NVLink)").
     vendor, memory_type, source, as_of, verified, notes : str
         Provenance: every figure's source, its date and how it was checked.
+    sparse_flops : dict
+        The sheet's 2:4-sparse peaks per data type (twice the dense ones), kept
+        as a check on the dense figures; never used by the models.
+    tdp : float or None
+        Board power in watts (maximum TDP/TGP or typical board power, as the
+        vendor states it; see ``notes``).
+    host_link : str
+        The link to the host CPU ("PCIe Gen5 x16 (128 GB/s)", "NVLink-C2C").
     """
 
     name: str
@@ -82,6 +108,9 @@ class Accelerator:
     as_of: str = ""
     verified: str = ""
     notes: str = ""
+    sparse_flops: dict = field(default_factory=dict)
+    tdp: float | None = None
+    host_link: str = ""
 
     @classmethod
     def from_numbers(
@@ -143,18 +172,28 @@ def _float_or_none(text: str, scale: float) -> float | None:
     return float(text) * scale if text else None
 
 
+#: catalog column prefix -> the data types whose tensor-core peak it is
+_PEAK_COLUMNS = [("bf16", ("bf16",), "TFLOPS"), ("fp8", ("fp8",), "TFLOPS"),
+                 ("int8", ("int8",), "TOPS"), ("fp4", ("nvfp4", "mxfp4"), "TFLOPS")]
+
+
+def _peaks(row: dict, kind: str) -> dict:
+    flops = {}
+    for prefix, dtypes, unit in _PEAK_COLUMNS:
+        value = _float_or_none(row.get(f"{prefix}_{kind}_{unit}", ""), 1e12)
+        if value is not None:
+            for dtype in dtypes:
+                flops[dtype] = value
+    return flops
+
+
 @cache
 def _load_catalog() -> dict[str, Accelerator]:
     catalog: dict[str, Accelerator] = {}
     path = resources.files("servingmath") / "data" / "accelerators.csv"
     with path.open(newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
-            flops = {}
-            for dtype, column in [("bf16", "bf16_dense_TFLOPS"), ("fp8", "fp8_dense_TFLOPS"),
-                                  ("int8", "int8_dense_TOPS")]:
-                value = _float_or_none(row[column], 1e12)
-                if value is not None:
-                    flops[dtype] = value
+            flops = _peaks(row, "dense")
             link = _float_or_none(row["interconnect_bidirectional_GBps"], GB)
             catalog[row["name"]] = Accelerator(
                 name=row["name"],
@@ -169,6 +208,9 @@ def _load_catalog() -> dict[str, Accelerator]:
                 as_of=row["as_of"],
                 verified=row["verified"],
                 notes=row["notes"],
+                sparse_flops=_peaks(row, "sparse"),
+                tdp=_float_or_none(row.get("tdp_W", ""), 1.0),
+                host_link=row.get("host_link", ""),
             )
     return catalog
 
@@ -180,6 +222,9 @@ def _aliases() -> dict[str, str]:
     with path.open(newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             for alias in filter(None, row["aliases"].split("|")):
+                if alias in table and table[alias] != row["name"]:
+                    raise ValueError(f"accelerators.csv: alias {alias!r} names both "
+                                     f"{table[alias]!r} and {row['name']!r}")
                 table[alias] = row["name"]
     return table
 
@@ -197,6 +242,9 @@ def accelerator_catalog() -> dict[str, Accelerator]:
 def get_accelerator(name) -> Accelerator:
     """Look up an accelerator by catalog name or alias (``"H100"``, ``"A100-80GB"``).
 
+    Exact names first, then the catalog's aliases (the spellings benchmarks and
+    ``nvidia-smi`` print), then either of those case-insensitively.
+
     An :class:`Accelerator` passes through unchanged, so every function can
     take either a name or an object.
 
@@ -213,4 +261,15 @@ def get_accelerator(name) -> Accelerator:
             return catalog[name]
         if name in _aliases():
             return catalog[_aliases()[name]]
+        folded = _folded_names().get(name.strip().casefold())
+        if folded is not None:
+            return catalog[folded]
     raise unknown_name("accelerator", name, list(catalog) + list(_aliases()))
+
+
+@cache
+def _folded_names() -> dict[str, str]:
+    """Case-folded catalog names and aliases -> catalog name."""
+    table = {alias.casefold(): target for alias, target in _aliases().items()}
+    table.update({name.casefold(): name for name in _load_catalog()})
+    return table

@@ -9,8 +9,9 @@ class of each request, in the order the requests will arrive. Build one
   (an ``int`` is a fixed length, a sequence is used as given);
 * from the book's synthetic chat-like mix: :func:`chat_workload`.
 
-An arrival process says *when* the requests come (:class:`Poisson`,
-:class:`ClosedLoop`, :class:`Timestamps`); the simulator draws Poisson
+An arrival process says *when* the requests come (:class:`Poisson`, with
+gamma gaps for bursty traffic as ``vllm bench serve --burstiness`` makes it,
+:class:`ClosedLoop`, :class:`Timestamps`); the simulator draws the
 inter-arrival and think times from its own seed, so the same workload can be
 replayed at several rates (common random numbers).
 
@@ -42,6 +43,7 @@ ValueError: output_lens must be integers >= 1 (one token at least), got 0 at req
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -60,6 +62,11 @@ __all__ = [
     "Timestamps",
     "CHAT_PROMPT",
     "CHAT_OUTPUT",
+    "QuantileTable",
+    "DatasetLengths",
+    "dataset_names",
+    "dataset_lengths",
+    "workload_from_dataset",
 ]
 
 
@@ -257,6 +264,14 @@ class Workload:
         n = int(check_integer("n_requests", n_requests, minimum=1))
         return Workload(self.prompt_lens[:n], self.output_lens[:n], self.priorities[:n], self.name)
 
+    @classmethod
+    def from_dataset(cls, name: str, n_requests: int, seed: int = 0, *, method: str = "auto") -> "Workload":
+        """``n_requests`` requests with lengths drawn from a named public dataset's distribution.
+
+        See :func:`workload_from_dataset` (the same function) and :func:`dataset_lengths`.
+        """
+        return workload_from_dataset(name, n_requests, seed, method=method)
+
 
 def chat_workload(n_requests: int = 1000, seed: int = 0) -> Workload:
     """The book's synthetic chat-like workload (see the module docstring for its shape).
@@ -272,15 +287,60 @@ def chat_workload(n_requests: int = 1000, seed: int = 0) -> Workload:
 # ---- arrival processes ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Poisson:
-    """Open-loop Poisson arrivals at ``rate`` requests per second (exponential gaps, mean 1/rate).
+    """Open-loop arrivals at ``rate`` requests per second: Poisson, or burstier (or smoother) gamma gaps.
 
-    The first request arrives after the first gap, not at time 0.
+    With the default ``burstiness=1`` the gaps between requests are
+    exponential with mean 1/rate: a Poisson stream. Otherwise they are gamma
+    distributed with shape k = ``burstiness`` and the same mean 1/rate, as
+    ``vllm bench serve --request-rate R --burstiness k`` draws them: the
+    squared coefficient of variation of a gap is c_a^2 = 1/k, so k < 1 sends
+    requests in clumps (k = 0.25: c_a^2 = 4) and k > 1 spaces them more evenly
+    (k -> inf: a constant gap). The first request arrives after the first gap,
+    not at time 0.
+
+    Attributes
+    ----------
+    rate : float
+        Mean requests per second, > 0.
+    burstiness : float
+        Shape k of the gamma gaps, > 0; 1.0 = Poisson.
+
+    Notes
+    -----
+    vLLM draws ``np.random.gamma(shape=burstiness, scale=1 / (request_rate x
+    burstiness))`` per gap (``vllm/benchmarks/serve.py``, ``get_request``,
+    commit def9ce85ba1079af970a58ed3d42dd861ae35d58, read 2026-11); it then
+    rescales all arrival times so that the last request lands at exactly
+    n / rate, which the simulator does not do (a correction of order
+    1/sqrt(n) to the rate of one run). :func:`servingmath.queueing.kingman_mean_wait`
+    and :func:`servingmath.queueing.gamma_m1_mean_wait` give the waits.
+
+    Examples
+    --------
+    >>> Poisson(20.0).arrival_cv2, Poisson(20.0, burstiness=0.25).arrival_cv2
+    (1.0, 4.0)
     """
 
     rate: float
+    burstiness: float = 1.0
 
     def __post_init__(self):
         check_positive("rate", self.rate)
+        if isinstance(self.burstiness, bool) or not isinstance(self.burstiness, numbers.Real):
+            raise ValueError(f"burstiness must be a number > 0 (1 = Poisson), got {self.burstiness!r}")
+        check_positive("burstiness", self.burstiness)
+
+    @property
+    def arrival_cv2(self) -> float:
+        """Squared coefficient of variation of the gaps, 1 / burstiness (1 for Poisson)."""
+        return 1.0 / float(self.burstiness)
+
+    def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` inter-arrival times (seconds) drawn from ``rng``: exponential, or gamma(k, 1 / (k rate))."""
+        if self.burstiness == 1:
+            return rng.exponential(1.0 / self.rate, n)
+        k = float(self.burstiness)
+        return rng.gamma(k, 1.0 / (k * self.rate), n)
 
 
 @dataclass(frozen=True)
@@ -322,3 +382,228 @@ class Timestamps:
         t = t.astype(float)
         t.setflags(write=False)
         object.__setattr__(self, "times", t)
+
+
+# ---- length distributions of named public datasets ------------------------------------------------
+# (appended; data in servingmath/data/datasets.json, each entry with its source, commit and date)
+
+@dataclass(frozen=True, eq=False)
+class QuantileTable:
+    """Token counts drawn by inverting a table of quantiles (linear between the points), rounded.
+
+    Attributes
+    ----------
+    probabilities : ndarray
+        Increasing cumulative probabilities from 0 (the minimum) to 1 (the maximum).
+    values : ndarray
+        The length at each probability (non-decreasing).
+
+    Notes
+    -----
+    A draw is x = F^-1(u) with u ~ U(0, 1) and F^-1 piecewise linear through
+    (p_i, q_i), so every tabulated quantile is reproduced up to rounding and
+    sampling noise; between the points (the tails above P99 above all) the
+    shape is only as good as the table.
+    """
+
+    probabilities: np.ndarray
+    values: np.ndarray
+
+    def __post_init__(self):
+        p, v = as_array("probabilities", self.probabilities), as_array("values", self.values)
+        if p.ndim != 1 or p.shape != v.shape or p.size < 2:
+            raise ValueError(f"probabilities and values must be 1-D of equal length >= 2, got shapes "
+                             f"{p.shape} and {v.shape}")
+        if p[0] != 0 or p[-1] != 1 or np.any(np.diff(p) <= 0):
+            raise ValueError(f"probabilities must increase from 0 to 1, got {p.tolist()}")
+        if np.any(np.diff(v) < 0) or v[0] < 1:
+            raise ValueError(f"values must be non-decreasing token counts >= 1, got {v.tolist()}")
+        for name, arr in (("probabilities", p), ("values", v)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        x = np.interp(rng.random(n), self.probabilities, self.values)
+        return np.clip(np.rint(x), self.values[0], self.values[-1]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class DatasetLengths:
+    """The published prompt and output length statistics of one dataset, and samplers for them.
+
+    Attributes
+    ----------
+    name, description, tokenizer : str
+        The dataset, what its requests are, and the tokenizer the counts are in.
+    n_requests : int or None
+        Rows the statistics were computed from (None for a synthetic generator).
+    source : dict
+        ``repository``, ``path``, ``commit``, ``date`` and ``method``: where the numbers come from.
+    checked, notes : str
+        How and when they were checked, and caveats.
+    prompt, output : dict
+        The statistics as shipped: ``mean``, ``median``, ``p90``, ``p99``, ``min``, ``max``,
+        ``quantiles`` (probability -> tokens), ``lognormal`` (``mu``, ``sigma`` of ln length)
+        or ``uniform`` ([low, high]); whichever the source gives.
+    spearman : float or None
+        Rank correlation of prompt and output length in the source rows (the samplers draw
+        them independently).
+    arrivals : dict or None
+        For traces with timestamps: request rate and squared coefficient of variation of
+        the inter-arrival gaps.
+    """
+
+    name: str
+    description: str
+    tokenizer: str
+    n_requests: int | None
+    source: dict
+    checked: str
+    notes: str
+    prompt: dict
+    output: dict
+    spearman: float | None = None
+    arrivals: dict | None = None
+
+    def methods(self) -> tuple[str, ...]:
+        """The sampling methods this dataset supports: ``quantiles``, ``lognormal``, ``uniform``."""
+        have = [m for m in ("quantiles", "lognormal", "uniform") if m in self.prompt and m in self.output]
+        return tuple(have)
+
+    def distribution(self, which: str, method: str = "auto"):
+        """A length distribution (with ``.sample(rng, n)``) for ``which`` = ``"prompt"`` or ``"output"``.
+
+        ``method="auto"`` uses the quantile table when the dataset has one, then a uniform
+        generator's own range, then the fitted log-normal (clipped to the published
+        minimum and maximum when known).
+        """
+        if which not in ("prompt", "output"):
+            raise ValueError(f"which must be 'prompt' or 'output', got {which!r}")
+        allowed = ("auto",) + self.methods()
+        if method not in allowed:
+            raise ValueError(f"method {method!r} is not available for dataset {self.name!r}: "
+                             f"allowed {', '.join(allowed)}")
+        stats = self.prompt if which == "prompt" else self.output
+        if method == "auto":
+            method = self.methods()[0]
+        if method == "quantiles":
+            table = sorted((float(p), float(v)) for p, v in stats["quantiles"].items())
+            return QuantileTable(np.array([p for p, _ in table]), np.array([v for _, v in table]))
+        if method == "uniform":
+            low, high = stats["uniform"]
+            return Uniform(max(int(low), 1), int(high))     # a 0-token output cannot be served
+        fit = stats["lognormal"]
+        low = max(int(stats.get("min", 1)), 1)
+        return LogNormal(math.exp(fit["mu"]), fit["sigma"], low, stats.get("max"))
+
+
+_DATASET_FIELDS = ("description", "tokenizer", "n_requests", "source", "checked", "prompt", "output")
+
+
+def _datasets() -> dict:
+    """The parsed datasets.json, read once (importlib.resources: works from an installed package)."""
+    if not _DATASETS_CACHE:
+        import json
+        from importlib import resources
+        path = resources.files("servingmath") / "data" / "datasets.json"
+        with path.open(encoding="utf-8") as handle:
+            _DATASETS_CACHE.update(json.load(handle))
+    return _DATASETS_CACHE
+
+
+_DATASETS_CACHE: dict = {}
+
+
+def dataset_names() -> list[str]:
+    """Names of the datasets whose length statistics ship with the book."""
+    return list(_datasets()["datasets"])
+
+
+def dataset_lengths(name: str) -> DatasetLengths:
+    """The prompt and output length statistics of a named public dataset, with their source.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`dataset_names`: ``"arxiv-summarization"``, ``"sharegpt4"``,
+        ``"sharegpt4-vllm-filter"``, ``"azure-conversation-2023"``, ``"azure-code-2023"``,
+        ``"lmsys-chat-1m"``, ``"vllm-random"``, ``"sglang-random"``.
+
+    Returns
+    -------
+    DatasetLengths
+
+    Raises
+    ------
+    KeyError
+        For an unknown name, with the closest names.
+
+    Notes
+    -----
+    The statistics were computed from each source's per-request length file
+    (mean, median, linear-interpolation percentiles, and a maximum-likelihood
+    log-normal: mu and sigma of ln length), except ``lmsys-chat-1m``, whose file
+    is not public: its mean, median and P90 are Vidur's table, and its log-normal
+    is fitted through the median and P90, mu = ln(median),
+    sigma = ln(P90 / median) / z_0.9 with z_0.9 = 1.2816. ``vllm-random`` and
+    ``sglang-random`` are the two tools' default synthetic datasets, read from
+    their source. Datasets whose numbers could not be checked (the ShareGPT and
+    Alpaca means in vLLM's paper) are listed under ``left_out`` in the file.
+
+    References
+    ----------
+    A. Agrawal et al., "Vidur: A Large-Scale Simulation Framework for LLM Inference",
+    MLSys 2024 (arXiv:2405.05465), and its repository's processed traces;
+    A. Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with
+    Sarathi-Serve", OSDI 2024 (arXiv:2403.02310), and its repository;
+    P. Patel et al., "Splitwise: Efficient Generative LLM Inference Using Phase
+    Splitting", ISCA 2024 (the Azure LLM inference trace 2023).
+    Each entry's ``source`` names the file, commit and date. For the simulator's
+    workloads (chapters 09-10) and chapter 14's rows on dataset lengths.
+
+    Examples
+    --------
+    >>> d = dataset_lengths("arxiv-summarization")
+    >>> d.tokenizer.split()[0], d.prompt["median"], d.output["p90"]
+    ('Llama-2', 2730.0, 372.0)
+    >>> dataset_lengths("vllm-random").prompt
+    {'uniform': [1024, 1024]}
+    """
+    table = _datasets()["datasets"]
+    if not isinstance(name, str) or name not in table:
+        from ._validation import unknown_name
+        raise unknown_name("dataset", name, table)
+    entry = table[name]
+    return DatasetLengths(name=name, notes=entry.get("notes", ""), spearman=entry.get("spearman"),
+                          arrivals=entry.get("arrivals"), **{k: entry[k] for k in _DATASET_FIELDS})
+
+
+def workload_from_dataset(name: str, n_requests: int, seed: int = 0, *, method: str = "auto") -> Workload:
+    """``n_requests`` requests whose lengths are drawn from a named dataset's distribution.
+
+    Prompt and output lengths are drawn independently (the source rows' rank
+    correlation is in :attr:`DatasetLengths.spearman`; |rho| <= 0.12 for every
+    dataset computed here). Deterministic given ``seed``.
+
+    Parameters
+    ----------
+    name : str
+        A dataset of :func:`dataset_names`.
+    n_requests : int
+    seed : int
+    method : {"auto", "quantiles", "lognormal", "uniform"}
+        Which summary to sample from (see :meth:`DatasetLengths.distribution`).
+
+    Examples
+    --------
+    >>> w = workload_from_dataset("azure-conversation-2023", 2000, seed=1)
+    >>> len(w), 900 < int(np.median(w.prompt_lens)) < 1150
+    (2000, True)
+    >>> Workload.from_dataset("vllm-random", 3).output_lens.tolist()
+    [128, 128, 128]
+    """
+    lengths = dataset_lengths(name)
+    prompt = lengths.distribution("prompt", method)
+    output = lengths.distribution("output", method)
+    label = name if method == "auto" else f"{name} ({method})"
+    return Workload.sample(n_requests, prompt, output, seed=seed, name=label)

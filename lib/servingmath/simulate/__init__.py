@@ -6,7 +6,8 @@ records (the shape of Ciw's API):
 * a :class:`Server` (model, accelerator, efficiencies; or a toy
   :class:`LinearStepTimes`), a :class:`~servingmath.workloads.Workload`
   (prompt and output lengths, priority classes), an arrival process
-  (:class:`Poisson`, :class:`ClosedLoop`, :class:`Timestamps`), a scheduling
+  (:class:`Poisson`, with gamma gaps when ``burstiness != 1`` as ``vllm bench
+  serve --burstiness`` draws them; :class:`ClosedLoop`, :class:`Timestamps`), a scheduling
   policy (:class:`ContinuousBatching`, :class:`ChunkedPrefill`,
   :class:`StaticBatching`, :class:`Disaggregated`) and optionally
   :class:`Speculative` decoding, gathered in a :class:`SimulationConfig`;
@@ -99,7 +100,7 @@ def simulate(config: SimulationConfig, seed: int = 0, progress: bool = False) ->
     ----------
     config : SimulationConfig
     seed : int
-        Seeds the Poisson gaps, exponential think times and speculative
+        Seeds the arrival gaps, exponential think times and speculative
         acceptances (each its own stream). Same config and seed, same result.
     progress : bool
         Print a progress line to stderr (off by default; keep it off in notebooks).

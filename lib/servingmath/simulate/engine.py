@@ -149,9 +149,8 @@ class Engine:
     def _setup_arrivals(self, arrivals):
         n = self.n
         self.closed = isinstance(arrivals, ClosedLoop)
-        if isinstance(arrivals, Poisson):
-            gaps = self.rng_arrivals.exponential(1.0 / arrivals.rate, n)
-            self.open_times = np.cumsum(gaps).tolist()
+        if isinstance(arrivals, Poisson):          # exponential gaps, or gamma ones (burstiness != 1)
+            self.open_times = np.cumsum(arrivals.gaps(self.rng_arrivals, n)).tolist()
         elif isinstance(arrivals, Timestamps):
             self.open_times = arrivals.times.tolist()
         else:

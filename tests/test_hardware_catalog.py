@@ -1,0 +1,201 @@
+"""The accelerator catalog: one source for each fact, aliases benchmarks use, and a check
+against the project's collected evidence (shared/data/hardware-specs.csv)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from servingmath import datatypes, hardware
+from servingmath.units import GB, TB
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _evidence_file() -> Path | None:
+    """The collected evidence lives outside the repository (read-only shared data)."""
+    candidates = [os.environ.get("SERVINGMATH_EVIDENCE", ""), ROOT / "shared" / "data" / "hardware-specs.csv",
+                  ROOT.parent / "shared" / "data" / "hardware-specs.csv",
+                  ROOT.parent.parent / "shared" / "data" / "hardware-specs.csv"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+# ---- aliases ---------------------------------------------------------------------------------
+#: spellings seen in benchmark files, nvidia-smi, rocm-smi and cloud consoles -> catalog name
+BENCHMARK_SPELLINGS = {
+    "NVIDIA H100 80GB HBM3": "H100-SXM5-80GB",      # nvidia-smi on an H100 SXM
+    "H100-SXM": "H100-SXM5-80GB",
+    "H100 80GB": "H100-SXM5-80GB",
+    "H100-SXM-80GB": "H100-SXM5-80GB",              # data/published-measurements.csv
+    "NVIDIA H100 PCIe": "H100-PCIe-80GB",
+    "A100-SXM4-80GB": "A100-SXM4-80GB",
+    "NVIDIA A100-SXM4-80GB": "A100-SXM4-80GB",      # nvidia-smi on an A100 SXM 80 GB
+    "A100-SXM-80GB": "A100-SXM4-80GB",
+    "A100-SXM-40GB": "A100-SXM4-40GB",
+    "NVIDIA A100 80GB PCIe": "A100-PCIe-80GB",
+    "NVIDIA A10G": "A10G",
+    "NVIDIA A10": "A10",
+    "NVIDIA H200": "H200-SXM-141GB",
+    "NVIDIA L40S": "L40S",
+    "MI300X": "MI300X",
+    "AMD Instinct MI300X": "MI300X",                # rocm-smi / rocminfo marketing name
+    "AMD Instinct MI325X": "MI325X",
+    "TPU v5e": "TPU-v5e",
+    "v5litepod": "TPU-v5e",                         # Cloud TPU accelerator type v5litepod-N
+    "tpu-v5-lite-podslice": "TPU-v5e",              # GKE node label
+    "B200": "B200-SXM-180GB",
+    "NVIDIA B200": "B200-SXM-180GB",
+    "GB200": "GB200",
+    "GB200 NVL72": "GB200",
+}
+
+
+@pytest.mark.parametrize("spelling, name", sorted(BENCHMARK_SPELLINGS.items()))
+def test_benchmark_spellings_resolve(spelling, name):
+    assert hardware.get_accelerator(spelling).name == name
+
+
+def test_every_alias_resolves_to_its_own_row():
+    path = ROOT / "lib" / "servingmath" / "data" / "accelerators.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    seen = {}
+    for row in rows:
+        assert hardware.get_accelerator(row["name"]).name == row["name"]
+        for alias in filter(None, row["aliases"].split("|")):
+            assert alias not in seen, f"alias {alias!r} on {seen.get(alias)} and {row['name']}"
+            seen[alias] = row["name"]
+            assert hardware.get_accelerator(alias).name == row["name"]
+            assert hardware.get_accelerator(alias.upper()).name == row["name"]   # case-insensitive
+
+
+def test_unknown_spelling_still_fails_with_suggestions():
+    with pytest.raises(KeyError, match="B200"):
+        hardware.get_accelerator("NVIDIA B2000")
+
+
+# ---- the Blackwell and AMD rows -------------------------------------------------------------------
+def test_blackwell_dense_fp8_and_fp4_are_half_the_headline():
+    b200, gb200 = hardware.get_accelerator("B200"), hardware.get_accelerator("GB200")
+    # HGX B200: 144 PFLOPS FP4 and 72 PFLOPS FP8 with sparsity for 8 GPUs -> dense per GPU / 2
+    assert b200.peak_flops("nvfp4") == pytest.approx(144e15 / 8 / 2)
+    assert b200.peak_flops("fp8") == pytest.approx(72e15 / 8 / 2)
+    # GB200 NVL72: 1,440 PFLOPS FP4 and 720 PFLOPS FP8 with sparsity for 72 GPUs
+    assert gb200.peak_flops("mxfp4") == pytest.approx(1440e15 / 72 / 2)
+    assert gb200.peak_flops("fp8") == pytest.approx(720e15 / 72 / 2)
+    assert gb200.memory_bytes == 186 * GB and b200.memory_bandwidth == 8.0 * TB
+    assert b200.interconnect_bandwidth == 900 * GB                       # NVLink 5: 1.8 TB/s both ways
+
+
+def test_fp4_has_a_peak_only_where_the_sheet_gives_one():
+    for acc in hardware.accelerator_catalog().values():
+        has_fp4 = "nvfp4" in acc.dense_flops
+        assert has_fp4 == acc.name.startswith(("B200", "GB200")), acc.name
+        if has_fp4:
+            assert acc.dense_flops["nvfp4"] == acc.dense_flops["mxfp4"] == 2 * acc.dense_flops["fp8"]
+    with pytest.raises(ValueError, match="no tensor-core peak"):
+        hardware.get_accelerator("H100").peak_flops("nvfp4")
+
+
+def test_fp4_bytes_include_their_block_scales():
+    assert datatypes.bytes_per_element("nvfp4") == 0.5 + 1 / 16
+    assert datatypes.bytes_per_element("mxfp4") == 0.5 + 1 / 32
+    for name, scale in datatypes.BLOCK_SCALE_BYTES.items():
+        assert datatypes.bytes_per_element(name) - scale == datatypes.bytes_per_element("int4")
+
+
+def test_mi300x_dense_peaks_follow_from_cus_and_clock():
+    # ROCm: 2048 FP16 FLOP/clock/CU (4096 for FP8) x 304 CUs x 2.1 GHz
+    mi300x, mi325x = hardware.get_accelerator("MI300X"), hardware.get_accelerator("MI325X")
+    assert mi300x.peak_flops("bf16") == pytest.approx(2048 * 304 * 2.1e9, rel=1e-4)
+    assert mi300x.peak_flops("fp8") == pytest.approx(4096 * 304 * 2.1e9, rel=1e-4)
+    assert mi325x.peak_flops("bf16") == mi300x.peak_flops("bf16")
+    assert mi325x.memory_bandwidth > mi300x.memory_bandwidth
+
+
+#: the one sheet whose dense and sparse figures are not 2:1 (as printed; see the row's notes)
+SHEET_INCONSISTENCIES = {("L40S", "bf16"): (362.05e12, 733e12)}
+
+
+def test_sparse_figures_are_twice_the_dense_ones():
+    for acc in hardware.accelerator_catalog().values():
+        for dtype, sparse in acc.sparse_flops.items():
+            if (acc.name, dtype) in SHEET_INCONSISTENCIES:
+                assert (acc.dense_flops[dtype], sparse) == SHEET_INCONSISTENCIES[(acc.name, dtype)]
+                assert "362.05" in acc.notes
+                continue
+            assert sparse == pytest.approx(2 * acc.dense_flops[dtype], rel=2e-3), (acc.name, dtype)
+
+
+def test_a10g_still_has_no_tensor_peak_and_says_why():
+    a10g = hardware.get_accelerator("NVIDIA A10G")
+    assert a10g.dense_flops == {}
+    assert "datasheet" in a10g.verified
+    with pytest.raises(ValueError, match="no tensor-core peak on A10G"):
+        a10g.peak_flops("fp16")
+
+
+def test_every_row_has_provenance_and_power_is_plausible():
+    for acc in hardware.accelerator_catalog().values():
+        assert acc.source and acc.as_of and acc.verified, acc.name
+        assert acc.tdp is None or 70 <= acc.tdp <= 1500, acc.name
+
+
+def test_the_catalog_is_the_only_copy():
+    assert not (ROOT / "data" / "hardware-specs.csv").exists()
+
+
+# ---- against the collected evidence ---------------------------------------------------------------
+_COLUMNS = [  # (evidence column, how to read the catalog, scale of the evidence column)
+    ("mem_capacity_GB", lambda a: a.memory_bytes / GB),
+    ("mem_bandwidth_TBps", lambda a: a.memory_bandwidth / TB),
+    ("bf16_dense_TFLOPS", lambda a: a.dense_flops.get("bf16", 0) / 1e12),
+    ("fp8_dense_TFLOPS", lambda a: a.dense_flops.get("fp8", 0) / 1e12),
+    ("int8_dense_TOPS", lambda a: a.dense_flops.get("int8", 0) / 1e12),
+    ("bf16_sparse_TFLOPS", lambda a: a.sparse_flops.get("bf16", 0) / 1e12),
+    ("fp8_sparse_TFLOPS", lambda a: a.sparse_flops.get("fp8", 0) / 1e12),
+    ("int8_sparse_TOPS", lambda a: a.sparse_flops.get("int8", 0) / 1e12),
+    ("interconnect_bw_GBps", lambda a: 2 * a.interconnect_bandwidth / GB if a.interconnect_bandwidth else 0),
+    ("tdp_W", lambda a: a.tdp or 0),
+]
+
+
+def _numbers(cell: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", cell.replace(",", ""))]
+
+
+def test_every_figure_agrees_with_the_collected_evidence():
+    path = _evidence_file()
+    if path is None:
+        pytest.skip("the collected evidence (shared/data/hardware-specs.csv) is not on this machine")
+    with path.open(newline="", encoding="utf-8") as handle:
+        evidence = list(csv.DictReader(handle))
+    assert len(evidence) >= 13
+    compared, disagreements = 0, []
+    for row in evidence:
+        name = row["hardware"].split(" (")[0]
+        acc = hardware.get_accelerator(name)
+        for column, read in _COLUMNS:
+            cell = row[column].strip()
+            if not _numbers(cell):
+                continue                        # blank or "none" in the evidence
+            ours = read(acc)
+            values = _numbers(cell)
+            if "-" in cell and len(values) == 2 and cell.count("-") == 1 and "(" not in cell:
+                ok = values[0] <= ours <= values[1]        # a range such as "300-350"
+            elif cell.startswith("up to"):
+                ok = ours == 0 or ours <= values[0]       # a module figure we do not carry
+            else:
+                ok = any(ours == pytest.approx(v, rel=1e-3) for v in values)
+            compared += 1
+            if not ok:
+                disagreements.append((name, column, cell, ours))
+    assert compared > 100
+    assert disagreements == []
