@@ -44,6 +44,7 @@ ValueError: mfu must be in (0, 1], got 0
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 from dataclasses import dataclass, field, fields, replace
@@ -327,6 +328,14 @@ def as_deployment(model, accelerator=None, **options) -> Deployment:
     return Deployment.build(model, accelerator, **options)
 
 
+def _unexpected_keyword(function: str, name: str, allowed) -> TypeError:
+    """The TypeError Python raises for an unknown keyword, with close matches and the allowed names."""
+    allowed = sorted(allowed)
+    close = difflib.get_close_matches(name, allowed, n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return TypeError(f"{function}() got an unexpected keyword argument {name!r}.{hint} Allowed: {', '.join(allowed)}")
+
+
 def deployment_function(func=None, **defaults):
     """Decorate ``func(deployment, *args, **kwargs)`` into the library's one calling convention.
 
@@ -375,9 +384,8 @@ def deployment_function(func=None, **defaults):
             options.update({k: kwargs.pop(k) for k in list(kwargs) if k in DEPLOYMENT_OPTIONS})
             dep = Deployment.build(model, accelerator, setting=setting, **options)
         unknown = [] if any_keyword else [k for k in kwargs if k not in keywords]
-        if unknown:   # a named error, not Python's TypeError (e.g. tp= for tensor_parallel=)
-            raise unknown_name(f"keyword argument of {func.__name__}:", unknown[0],
-                               sorted(keywords | DEPLOYMENT_OPTIONS | {"setting"}))
+        if unknown:   # Python's TypeError, saying also what is allowed (e.g. tp= for tensor_parallel=)
+            raise _unexpected_keyword(func.__name__, unknown[0], keywords | DEPLOYMENT_OPTIONS | {"setting"})
         return func(dep, *rest, **kwargs)
 
     shown = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
