@@ -346,7 +346,8 @@ def max_decode_throughput(dep: Deployment, context_len):
     * ``"roofline"``: max(c_lin + c_att, m_kv + g);
     * ``"hybrid"``: max(c_lin, g) + max(m_kv, c_att).
 
-    At S = 0 (and N = 1) all three are F x MFU / (2 P): compute alone.
+    At S = 0 (and N = 1) the roofline and hybrid ceilings are F x MFU / (2 P): compute alone; the
+    additive one also pays each sequence's gathered embedding row, g.
     For a mixture of experts every expert is touched at large B. Derived in the
     chapter "Decode".
 
