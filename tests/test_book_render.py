@@ -131,6 +131,8 @@ def test_binder_files():
 def _extension():
     import importlib.util
 
+    pytest.importorskip("docutils", reason="docutils (a Jupyter Book dependency) is not installed: "
+                                           "`make book` installs requirements-book.txt")
     spec = importlib.util.spec_from_file_location("servingmath_book", ROOT / "book" / "_ext" / "servingmath_book.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
