@@ -188,9 +188,9 @@ def test_the_explorer_widget_gives_way_to_its_picture_and_the_static_explorer():
     import json as _json
     from types import SimpleNamespace
 
+    ext = _extension()
     from docutils import nodes
 
-    ext = _extension()
     document, _ = _doctree("notebooks/06_pareto_frontier")
     output = nodes.container(classes=["cell_output"])
 
