@@ -48,7 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import (ValueFields, check_bool, check_choice, check_fraction, check_integer,
-                          check_nonnegative, check_positive, freeze_number, int_or_array, scalar_or_array)
+                          check_nonnegative, check_positive, check_scalar, freeze_number, int_or_array,
+                          scalar_or_array)
 from .datatypes import bytes_per_element, check_dtype
 from .hardware import Accelerator, get_accelerator
 from .models import get_model, has_shape, kv_projection_parameter_count, parameter_count, require_shape
@@ -457,7 +458,11 @@ def allreduce_latency_bound_bytes(n_gpus, link_bandwidth, *, latency=0.0, base_l
     a = check_nonnegative("latency", latency)
     a0 = check_nonnegative("base_latency", base_latency)
     factor = (n - 1) / n if check_bool("ring_factor", ring_factor) else 1.0
-    return scalar_or_array((a0 + 2 * (n - 1) * a) * bw / (2 * factor))
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = (a0 + 2 * (n - 1) * a) * bw / (2 * factor)
+    if not np.all(np.isfinite(m)):
+        raise ValueError("latency, base_latency or link_bandwidth is too large: the message size overflows")
+    return scalar_or_array(m)
 
 
 def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accelerator:
@@ -488,7 +493,9 @@ def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accel
     ('16 x TPU-v5e (pooled)', 256.0, 13.104)
     """
     acc = get_accelerator(accelerator)
-    n = int(check_integer("n_chips", n_chips, minimum=1))
+    n = int(check_integer("n_chips", check_scalar("n_chips", n_chips), minimum=1))
+    if n > 10**7:
+        raise ValueError(f"n_chips = {n} is more chips than any slice (at most 10^7)")
     return Accelerator.from_numbers(
         name or f"{n} x {acc.name} (pooled)",
         memory_bytes=n * acc.memory_bytes,
