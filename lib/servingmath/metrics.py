@@ -160,7 +160,8 @@ def percentile(values, q) -> float:
     v = as_array("values", values)
     if v.size == 0:
         raise ValueError("values must not be empty")
-    check_fraction("q / 100", np.asarray(q, dtype=float) / 100.0)
+    q = float(as_array("q", check_scalar("q", q)))
+    check_fraction("q / 100", q / 100.0)
     return float(np.percentile(v, q))
 
 
