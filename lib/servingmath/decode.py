@@ -200,7 +200,7 @@ def _knee(dep: Deployment, context_len):
         knee = bisect_increasing(excess, 0.0, all_experts / safe)
     else:
         knee = w0 / safe
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (w0, slope)))
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (w0, slope, kv, att)))   # context_len too
     return np.broadcast_to(np.where(positive, knee, np.inf), shape)
 
 
@@ -346,7 +346,8 @@ def max_decode_throughput(dep: Deployment, context_len):
     * ``"roofline"``: max(c_lin + c_att, m_kv + g);
     * ``"hybrid"``: max(c_lin, g) + max(m_kv, c_att).
 
-    At S = 0 (and N = 1) all three are F x MFU / (2 P): compute alone.
+    At S = 0 (and N = 1) the roofline and hybrid ceilings are F x MFU / (2 P): compute alone; the
+    additive one also pays each sequence's gathered embedding row, g.
     For a mixture of experts every expert is touched at large B. Derived in the
     chapter "Decode".
 
