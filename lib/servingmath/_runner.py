@@ -211,7 +211,8 @@ def _run(nb, config: dict) -> dict:
     # the kernel talks to this runner over tcp on the loopback of the sandbox's own network
     client = Runner(nb, timeout=int(config["cell_timeout"]), allow_errors=True, interrupt_on_timeout=True,
                     startup_timeout=int(config.get("startup_timeout", 120)), kernel_name="python3",
-                    resources={"metadata": {"path": workdir}}, record_timing=False)
+                    resources={"metadata": {"path": workdir}}, record_timing=False,
+                    shutdown_kernel="immediate")
     state = "done"
     try:
         client.execute(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)

@@ -370,7 +370,7 @@ class Grade:
 _NOT_GRADED = ("no submission", "not on the roster", "duplicate submissions")
 
 
-def _structure_flags(template, submission, graded: bool) -> list[str]:
+def _structure_flags(template, submission, graded: bool, student: str = "") -> list[str]:
     flags = []
     template_checks = {(qid, name) for _, qid, name in check_cells(template)}
     submitted = {qid for _, qid, _ in check_cells(submission)}
@@ -379,6 +379,9 @@ def _structure_flags(template, submission, graded: bool) -> list[str]:
     sources = [c.source for c in submission.cells if c.cell_type == "code"]
     if graded and not any("graded_handout(" in s for s in sources):
         flags.append("the graded_handout line was removed")
+    owners = {m for s in sources for m in re.findall(r"graded_handout\(\s*['\"]([^'\"]{1,100})['\"]", s)}
+    if student and owners and all(student_id(o) != student_id(student) for o in owners):
+        flags.append(f"the hand-out was made for {', '.join(sorted(owners))[:100]}, not for {student}")
     expected_cells = len(template.cells) + (1 if graded else 0)
     if len(submission.cells) < expected_cells:
         flags.append(f"cells deleted ({len(submission.cells)} cells, the hand-out has {expected_cells})")
@@ -524,7 +527,7 @@ def _prepare_job(student, path: Path, template, graded: bool) -> _Job:
         grade.sha256 = hashlib.sha256(data).hexdigest()
         return _Job(student, path, data, None, b"", grade)
     grade.sha256 = hashlib.sha256(data).hexdigest()
-    grade.flags = _structure_flags(template, submission, graded)
+    grade.flags = _structure_flags(template, submission, graded, student)
     grade.open_answers = _open_answers(template, submission)
     runnable = copy.deepcopy(submission)
     for cell in runnable.cells:
@@ -590,6 +593,9 @@ class _Journal:
         else:
             _atomic_write(self.path, json.dumps(header) + "\n")
         self.handle = self.path.open("a", encoding="utf-8")
+        if self.path.stat().st_size and not self.path.read_bytes().endswith(b"\n"):
+            self.handle.write("\n")      # a line torn by a crash stays alone on its line
+            self.handle.flush()
         import fcntl
 
         try:
@@ -655,7 +661,7 @@ def _check_chapter(template_path, template, files) -> None:
     if readable and not overlap:
         mine = ", ".join(sorted({q.split(".")[0] + ".*" for q in wanted}))
         prefixes = ", ".join(sorted({q.split(".")[0] + ".*" for q in theirs}))
-        raise TeacherError(f"none of the {readable} submissions read answers the questions of "
+        raise TeacherError(f"none of the {readable} readable submissions answers the questions of "
                            f"{Path(template_path).name} ({mine}); they check {prefixes}: pass the template they "
                            "were handed out from")
 
@@ -934,6 +940,8 @@ def main(argv=None) -> int:
         limits = Limits(cell_seconds=args.timeout, wall_seconds=total, cpu_seconds=total,
                         memory_bytes=args.memory * 2**20)
         key = None
+        if args.roster is not None and args.key is None and args.key_file is None:
+            raise TeacherError("--roster needs the course key it was made with (--key-file)")
         if args.roster is not None or args.key is not None or args.key_file is not None:
             if args.roster is None:
                 raise TeacherError("a course key without --roster: pass the roster.csv that make wrote")

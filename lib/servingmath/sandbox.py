@@ -112,7 +112,7 @@ def _python_paths() -> list[str]:
     paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     prefix = os.environ.get("PYTHONPYCACHEPREFIX")
     if prefix and os.path.isdir(prefix):
-        paths.add(prefix)
+        paths.add(os.path.abspath(prefix))
     resolved = {os.path.realpath(p) for p in paths if os.path.exists(p)} | {p for p in paths if os.path.exists(p)}
     return _outermost(resolved)
 
@@ -226,8 +226,8 @@ def _environment(workdir: str, token: str) -> dict:
         "SERVINGMATH_CAPTURE": "1", "SERVINGMATH_SANDBOX": token, "VIRTUAL_ENV": sys.prefix,
     }
     prefix = os.environ.get("PYTHONPYCACHEPREFIX")
-    if prefix:
-        env["PYTHONPYCACHEPREFIX"] = prefix
+    if prefix and os.path.isdir(prefix):
+        env["PYTHONPYCACHEPREFIX"] = os.path.abspath(prefix)   # read-only in the sandbox: a faster start
     return env
 
 
