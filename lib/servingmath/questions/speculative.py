@@ -279,8 +279,9 @@ QUESTIONS = [
     ),
     Question(
         "speculative.switch_at_long_context",
-        "Same pair and settings ({target}, {draft} draft, {accelerator}, gamma = {gamma}, alpha = {alpha}, "
-        "{batch} sequences), but every sequence now holds {context} tokens of context. 'on' or 'off'?",
+        "{target} with a {draft} draft on one {accelerator}, gamma = {gamma}, alpha = {alpha}, the server running "
+        "{batch} sequences, and every sequence now holds {context} tokens of context. Should speculation be 'on' "
+        "or 'off' (hybrid model, physical bound)?",
         difficulty="medium",
         kind="choice",
         choices=("on", "off"),
