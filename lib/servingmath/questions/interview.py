@@ -141,20 +141,21 @@ _SYSTEM_8X = {"model": M70, "accelerator": H100, "tp": 8}
 
 _B_STAR = Question(
     "interview.b_star_8xh100",
-    "With the roofline, find B* for Llama-3.1-70B in bf16 served with tensor parallelism 8 on one "
-    "8 x H100-SXM5-80GB node: the batch at which the decode step's weight matmuls turn compute-bound "
+    "With the roofline, find B* for {model} in bf16 served with tensor parallelism {tp} on one "
+    "{tp} x {accelerator} node: the batch at which the decode step's weight matmuls turn compute-bound "
     "(dense peak specs, MFU = MBU = 1). (sequences; a real number)",
     answer=_knee_tp8,
     params=dict(_SYSTEM_8X),
+    variants={"model": (M70, "Qwen2.5-72B"), "accelerator": (H100, H200), "tp": (4, 8)},
     rel_tol=0.02,   # the ridge point itself (295 FLOP/B vs B* = 300) is an accepted roofline answer
     mistakes=[
-        Mistake("You divided by the 8 GPUs. Tensor parallelism splits both the weight bytes and the FLOPs "
-                "8 ways, so N cancels: B* of the node equals B* of one GPU.", lambda p: _knee_tp8(p) / p["tp"]),
-        Mistake("You multiplied by the 8 GPUs (the node's FLOP/s over one GPU's bandwidth, or the reverse "
-                "reasoning). Each GPU has its own HBM: bytes and FLOPs both split 8 ways, N cancels.",
+        Mistake("You divided by the N GPUs. Tensor parallelism splits both the weight bytes and the FLOPs "
+                "N ways, so N cancels: B* of the node equals B* of one GPU.", lambda p: _knee_tp8(p) / p["tp"]),
+        Mistake("You multiplied by the N GPUs (the node's FLOP/s over one GPU's bandwidth, or the reverse "
+                "reasoning). Each GPU has its own HBM: bytes and FLOPs both split N ways, N cancels.",
                 lambda p: _knee_tp8(p) * p["tp"]),
         Mistake("Twice too large: that is the 2:4-sparse (or fp8) peak. With bf16 weights and math use the "
-                "dense bf16 peak, 989 TFLOP/s.", lambda p: 2 * _knee_tp8(p)),
+                "dense bf16 peak.", lambda p: 2 * _knee_tp8(p)),
     ],
     chapter="parallelism", difficulty="medium",
 )
@@ -258,28 +259,35 @@ _UNCONSTRAINED = Question(
 
 _SATURATES = Question(
     "interview.pitfall_decode_saturates",
-    "Llama-3.1-70B (bf16) with tensor parallelism 8 on 8 x H100-SXM5-80GB, 2048 tokens of context per "
+    "{model} (bf16) with tensor parallelism {tp} on {tp} x {accelerator}, {context} tokens of context per "
     "sequence, physical bound (hybrid model). By what factor does decode throughput grow when the batch "
-    "goes from 128 to 512 sequences (both fit in memory)? (a ratio)",
-    answer=lambda p: (512 / _tp_time(p, 512)) / (128 / _tp_time(p, 128)),
-    params={**_SYSTEM_8X, "context": 2048},
+    "goes from {small} to {large} sequences (both fit in memory)? (a ratio)",
+    answer=lambda p: (p["large"] / _tp_time(p, p["large"])) / (p["small"] / _tp_time(p, p["small"])),
+    params={**_SYSTEM_8X, "context": 2048, "batches": (128, 512)},
+    variants={"context": (1024, 2048), "batches": ((128, 512), (64, 512), (128, 600))},
+    derive=lambda p: {**p, "small": p["batches"][0], "large": p["batches"][1]},
     mistakes=[
-        Mistake("Throughput is not linear in the batch: past the knee (about 300 sequences here) the step is "
-                "compute-bound, T(B) grows in proportion to B, and B / T(B) flattens.", lambda p: 4.0),
-        Mistake("That is how much TPOT grows. Throughput is B / T(B): the batch grows 4x.",
-                lambda p: _tp_time(p, 512) / _tp_time(p, 128)),
+        Mistake("Throughput is not linear in the batch: past the knee (a few hundred sequences here) the step is "
+                "compute-bound, T(B) grows in proportion to B, and B / T(B) flattens.",
+                lambda p: p["large"] / p["small"]),
+        Mistake("That is how much TPOT grows. Throughput is B / T(B), and the batch grows too.",
+                lambda p: _tp_time(p, p["large"]) / _tp_time(p, p["small"])),
     ],
     chapter="decode", difficulty="medium",
 )
 
 _LINEAR = Question(
     "interview.pitfall_latency_linear_in_batch",
-    "Llama-3.1-8B (bf16) on one H100-SXM5-80GB, 1024 tokens of context per sequence, physical bound "
-    "(hybrid model). By what factor is the TPOT at batch 32 larger than at batch 1? (a ratio)",
-    answer=lambda p: decode_step_time(M8, H100, 32, 1024) / decode_step_time(M8, H100, 1, 1024),
+    "{model} (bf16) on one {accelerator}, {context} tokens of context per sequence, physical bound "
+    "(hybrid model). By what factor is the TPOT at batch {batch} larger than at batch 1? (a ratio)",
+    answer=lambda p: (decode_step_time(p["model"], p["accelerator"], p["batch"], p["context"])
+                      / decode_step_time(p["model"], p["accelerator"], 1, p["context"])),
+    params={"model": M8, "accelerator": H100, "batch": 32, "context": 1024},
+    variants={"model": (M8, "Mistral-7B", "Qwen2.5-7B"), "accelerator": (H100, H200), "batch": (16, 32, 64),
+              "context": (512, 1024, 2048)},
     mistakes=[
         Mistake("Latency does not grow linearly with the batch from the start: below the knee the step is "
-                "dominated by the weight read, which all 32 sequences share.", lambda p: 32.0),
+                "dominated by the weight read, which all the sequences share.", lambda p: float(p["batch"])),
         Mistake("TPOT does grow a little: each sequence adds its own KV-cache read (and its share of the "
                 "matmuls).", lambda p: 1.0),
     ],
@@ -295,12 +303,14 @@ def _t_prefill(p):
 
 _IGNORE_QUEUEING = Question(
     "interview.pitfall_ignoring_queueing_ttft",
-    "Prompts of 4096 tokens to Llama-3.1-8B (bf16) on one H100-SXM5-80GB are prefilled one at a time at "
-    "MFU = 0.6 (otherwise physical bound); requests arrive as a Poisson stream at 7 req/s. What is the mean "
-    "TTFT (M/D/1 queue: every prefill takes the same time)? (ms)",
+    "Prompts of {prompt} tokens to {model} (bf16) on one {accelerator} are prefilled one at a time at "
+    "MFU = {mfu:g} (otherwise physical bound); requests arrive as a Poisson stream at {rate:g} req/s. What is "
+    "the mean TTFT (M/D/1 queue: every prefill takes the same time)? (ms)",
     answer=lambda p: float(prefill_mean_ttft(p["rate"], p["model"], p["accelerator"], p["prompt"], mfu=p["mfu"])),
     unit="ms",
-    params=dict(_QUEUE),
+    params={**_QUEUE, "load": (4096, 7.0)},
+    variants={"load": ((4096, 7.0), (4096, 5.0), (2048, 12.0), (2048, 15.0)), "mfu": (0.5, 0.6)},
+    derive=lambda p: {**p, "prompt": p["load"][0], "rate": p["load"][1]},
     mistakes=[
         Mistake("That is the prefill alone. TTFT also holds the wait behind the prefills ahead in the queue: "
                 "at this load the server is busy most of the time.", _t_prefill),
@@ -314,15 +324,18 @@ _IGNORE_QUEUEING = Question(
 
 _SLUGGISH = Question(
     "interview.pitfall_tpot_80ms_sluggish",
-    "Is a TPOT of 80 ms sluggish? An adult reads English non-fiction at about 238 words per minute, and "
+    "Is a TPOT of {tpot_ms:g} ms sluggish? An adult reads English non-fiction at about 238 words per minute, and "
     "English text averages 0.75 words per token. How many times faster than reading speed does text "
-    "arrive at 80 ms per token? (a ratio)",
-    answer=lambda p: float(tpot_for_reading_speed(READING_WPM, WORDS_PER_TOKEN)) / 0.080,
+    "arrive at {tpot_ms:g} ms per token? (a ratio)",
+    answer=lambda p: float(tpot_for_reading_speed(READING_WPM, WORDS_PER_TOKEN)) / p["tpot"],
+    params={"tpot": 0.080},
+    variants={"tpot": (0.05, 0.08, 0.1, 0.12)},
+    derive=lambda p: {**p, "tpot_ms": round(p["tpot"] * 1e3, 3)},
     mistakes=[
-        Mistake("You compared tokens per minute with words per minute: 80 ms per token is 750 tokens but "
-                "only 562 words per minute.", lambda p: (60 / 0.080) / READING_WPM),
+        Mistake("You compared tokens per minute with words per minute: a token is only three quarters of a "
+                "word, so there are fewer words than tokens per minute.", lambda p: (60 / p["tpot"]) / READING_WPM),
         Mistake("Upside down: that is how many times slower than reading it would be. Faster means "
-                "reading time per token over TPOT.", lambda p: 0.080 / float(tpot_for_reading_speed())),
+                "reading time per token over TPOT.", lambda p: p["tpot"] / float(tpot_for_reading_speed())),
     ],
     chapter="slo", difficulty="easy",
 )
@@ -330,37 +343,46 @@ _SLUGGISH = Question(
 # ---------------------------------------------------------------- more numbers
 _RIDGE_H200 = Question(
     "interview.ridge_h200",
-    "Ridge point of the H200 SXM (141 GB) for dense bf16 math, in FLOP/byte.",
-    answer=lambda p: ridge_point(H200),
+    "Ridge point of the {gpu} for dense bf16 math, in FLOP/byte.",
+    answer=lambda p: ridge_point(p["accelerator"]),
     unit="FLOP/B",
+    params={"accelerator": H200},
+    variants={"accelerator": (H200, "GH200-144GB", "H100-NVL-94GB")},
+    derive=lambda p: {**p, "gpu": {H200: "H200 SXM (141 GB)", "GH200-144GB": "GH200 (144 GB)",
+                                   "H100-NVL-94GB": "H100 NVL (94 GB)"}[p["accelerator"]]},
     mistakes=[
-        Mistake("That is the H100's ridge. The H200 has the same GH100 compute but 4.8 TB/s instead of "
-                "3.35 TB/s: more bandwidth, lower ridge.", lambda p: ridge_point(H100)),
+        Mistake("That is the H100 SXM's ridge. This GPU has GH100 compute too but more bandwidth than the "
+                "H100 SXM's 3.35 TB/s: more bandwidth, lower ridge.", lambda p: ridge_point(H100)),
         Mistake("Twice too large: that is the 2:4-sparse figure vendors headline. Use the dense peak.",
-                lambda p: 2 * ridge_point(H200)),
+                lambda p: 2 * ridge_point(p["accelerator"])),
     ],
     chapter="rooflines", difficulty="easy",
 )
 
 _RIDGE_A100 = Question(
     "interview.ridge_a100",
-    "Ridge point of the A100-SXM4-80GB for dense bf16 math, in FLOP/byte.",
-    answer=lambda p: ridge_point(A100),
+    "Ridge point of the {accelerator} for dense bf16 math, in FLOP/byte.",
+    answer=lambda p: ridge_point(p["accelerator"]),
     unit="FLOP/B",
+    params={"accelerator": A100},
+    variants={"accelerator": (A100, "A100-PCIe-80GB")},
     mistakes=[
-        Mistake("That is the A100-40GB, whose HBM2 gives 1.555 TB/s. The 80 GB part has HBM2e at 2.039 TB/s.",
+        Mistake("That is the A100-40GB, whose HBM2 gives 1.555 TB/s. The 80 GB parts have HBM2e, about 2 TB/s.",
                 lambda p: ridge_point("A100-SXM4-40GB")),
         Mistake("Twice too large: 624 TFLOP/s is the 2:4-sparse bf16 figure. Dense is 312.",
-                lambda p: 2 * ridge_point(A100)),
+                lambda p: 2 * ridge_point(p["accelerator"])),
     ],
     chapter="rooflines", difficulty="easy",
 )
 
 _H200_VS_H100 = Question(
     "interview.h200_vs_h100_decode",
-    "Llama-3.1-8B (bf16) decodes at batch 1 with 1024 tokens of context. How many times faster is one "
+    "{model} (bf16) decodes at batch 1 with {context} tokens of context. How many times faster is one "
     "decode step on an H200 SXM than on an H100 SXM (physical bound)? (a ratio)",
-    answer=lambda p: decode_step_time(M8, H100, 1, 1024) / decode_step_time(M8, H200, 1, 1024),
+    answer=lambda p: (decode_step_time(p["model"], H100, 1, p["context"])
+                      / decode_step_time(p["model"], H200, 1, p["context"])),
+    params={"model": M8, "context": 1024},
+    variants={"model": (M8, "Mistral-7B", "Qwen2.5-7B"), "context": (512, 1024, 4096)},
     mistakes=[
         Mistake("The two have the same compute, but decode at batch 1 is bandwidth-bound: the ratio of the "
                 "bandwidths (4.8 / 3.35 TB/s) sets the speed.", lambda p: 1.0),
@@ -373,49 +395,58 @@ _H200_VS_H100 = Question(
 
 _KV_70B = Question(
     "interview.kv_per_token_70b",
-    "How much KV cache does one token of Llama-3.1-70B add in bf16? (KiB)",
-    answer=lambda p: kv_bytes_per_token(M70, "bf16"),
+    "How much KV cache does one token of {model} add in bf16? (KiB)",
+    answer=lambda p: kv_bytes_per_token(p["model"], "bf16"),
     unit="KiB",
+    params={"model": M70},
+    variants={"model": (M70, "Qwen2.5-72B", "Llama-3.1-405B", M8)},
     mistakes=[
-        Mistake("You used the 64 query heads: Llama-3.1-70B has grouped-query attention with 8 KV heads.",
-                lambda p: kv_bytes_per_token(M70, "bf16") * get_model(M70).n_heads / get_model(M70).n_kv_heads),
+        Mistake("You used the query heads: the model has grouped-query attention with fewer KV heads.",
+                lambda p: kv_bytes_per_token(p["model"], "bf16") * get_model(p["model"]).n_heads
+                / get_model(p["model"]).n_kv_heads),
         Mistake("You counted K or V, not both: the cache holds a key and a value per head and layer.",
-                lambda p: kv_bytes_per_token(M70, "bf16") / 2),
+                lambda p: kv_bytes_per_token(p["model"], "bf16") / 2),
     ],
     chapter="memory", difficulty="easy",
 )
 
 _FLOOR_TP8 = Question(
     "interview.decode_floor_70b_tp8",
-    "The fastest a decode step of Llama-3.1-70B (bf16) can be on 8 x H100-SXM5-80GB with tensor "
-    "parallelism 8: batch 1, empty cache, physical bound, all-reduces free. (ms)",
-    answer=lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, 8)),
+    "The fastest a decode step of {model} (bf16) can be on {tp} x {accelerator} with tensor "
+    "parallelism {tp}: batch 1, empty cache, physical bound, all-reduces free. (ms)",
+    answer=lambda p: float(tensor_parallel_decode_time(p["model"], p["accelerator"], 1, 0, p["tp"])),
     unit="ms",
+    params=dict(_SYSTEM_8X),
+    variants={"model": (M70, "Qwen2.5-72B"), "accelerator": (H100, H200), "tp": (4, 8)},
     mistakes=[
-        Mistake("That is one GPU reading all 141 GB of weights. With TP 8 each GPU reads its eighth, in "
-                "parallel.", lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, 8)) * 8),
+        Mistake("That is one GPU reading all the weights. With TP N each GPU reads 1/N of them, in "
+                "parallel.",
+                lambda p: float(tensor_parallel_decode_time(p["model"], p["accelerator"], 1, 0, p["tp"])) * p["tp"]),
     ],
     chapter="parallelism", difficulty="medium",
 )
 
 
 def _kv_budget_tp8(p):
-    return float(memory_available_for_kv(M70, H100, tensor_parallel=8))
+    return float(memory_available_for_kv(p["model"], p["accelerator"], tensor_parallel=p["tp"]))
 
 
 _MAX_BATCH = Question(
     "interview.max_batch_70b_tp8",
-    "How many sequences of 8192 tokens fit next to Llama-3.1-70B (bf16 weights and KV cache) on "
-    "8 x H100-SXM5-80GB with tensor parallelism 8, with vLLM's gpu_memory_utilization = 0.9 (catalog 80 GB "
+    "How many sequences of {context} tokens fit next to {model} (bf16 weights and KV cache) on "
+    "{tp} x {accelerator} with tensor parallelism {tp}, with vLLM's gpu_memory_utilization = 0.9 (catalog 80 GB "
     "per GPU, no other reserve)? (sequences, a whole number)",
-    answer=lambda p: float(max_batch_size(M70, H100, 8192, tensor_parallel=8)),
+    answer=lambda p: float(max_batch_size(p["model"], p["accelerator"], p["context"], tensor_parallel=p["tp"])),
     rel_tol=1e-9,
+    params={**_SYSTEM_8X, "context": 8192},
+    variants={"model": (M70, "Qwen2.5-72B"), "tp": (4, 8), "context": (4096, 8192, 16384)},
     mistakes=[
-        Mistake("You used all 80 GB: vLLM lets the server take gpu_memory_utilization = 0.9 of it.",
-                lambda p: float(max_batch_size(M70, H100, 8192, tensor_parallel=8, gpu_memory_utilization=1.0))),
-        Mistake("With TP 8 each GPU holds 1/8 of the KV heads, so each GPU stores only an eighth of every "
+        Mistake("You used all the memory: vLLM lets the server take gpu_memory_utilization = 0.9 of it.",
+                lambda p: float(max_batch_size(p["model"], p["accelerator"], p["context"], tensor_parallel=p["tp"],
+                                               gpu_memory_utilization=1.0))),
+        Mistake("With TP N each GPU holds 1/N of the KV heads, so each GPU stores only 1/N of every "
                 "token's KV cache.",
-                lambda p: float(int(_kv_budget_tp8(p) // (8192 * kv_bytes_per_token(M70))))),
+                lambda p: float(int(_kv_budget_tp8(p) // (p["context"] * kv_bytes_per_token(p["model"]))))),
     ],
     chapter="memory", difficulty="medium",
 )
