@@ -549,8 +549,8 @@ def _evaluate_conceptual(question, answer, params) -> CheckResult:
     if len(answer) > MAX_PARAGRAPH:
         return CheckResult(question.id, "invalid", f"not yet: the answer is too long ({len(answer)} characters; "
                                                    f"at most {MAX_PARAGRAPH}, about 600 words).")
-    for mistake in question.mistakes:
-        if re.search(mistake.answer(params), answer, re.I):
+    for mistake in question.mistakes:      # a wrong claim counts where its clause states it, not where it is denied
+        if mentions(mistake.answer(params), answer):
             return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}", mistake.label)
     missing = [point for point, pattern in question.key_points if not mentions(pattern, answer)]
     if missing:

@@ -54,6 +54,19 @@ def _claim(phrase: str, *patterns: str) -> str:
     return guard + "(?:" + "|".join((phrase, *patterns)) + ")"
 
 
+#: Between a subject and its direction in an inverted claim: up to five words of the same clause, none of
+#: them a direction word itself ("per-GPU throughput falls as N grows" is not "throughput grows").
+_DIRECTION = (r"(?:rise|rises|rising|grow|grows|growing|fall|falls|falling|drop|drops|shrink|shrinks|increase|"
+              r"increases|decrease|decreases|climbs|lower|lowers|raise|raises|goes|stays|flattens)\b")
+_GAP = rf"(?:(?!{_DIRECTION})[^\s.;:!?]+\s+){{0,5}}?"
+
+
+def _inverted(name: str, hint: str, phrase: str, *patterns: str) -> Mistake:
+    """A key point stated the wrong way round ("helps at large batch", "TPOT rises with N"): a wrong
+    claim whose hint says which way it goes. The checker skips it where the clause negates it."""
+    return Mistake(hint, lambda p: _claim(phrase, *patterns), name=f"inverted: {name}")
+
+
 # ---------------------------------------------------------------- numbers the answers quote
 def _knee_tp8(p):
     return float(tp_knee_batch_size(p["model"], p["accelerator"], 0, p["tp"]))
@@ -93,6 +106,26 @@ _WHY_BATCHING = Question(
          r"knee|B\*|ridge|compute[- ]bound|saturat|plateau|ceiling|flatten"),
     ),
     mistakes=[
+        _inverted("throughput falls or the step shrinks with the batch",
+                  "Backwards: at small batch each extra sequence adds almost nothing to the step time, so "
+                  "tokens per step grow with B and throughput rises until the knee.",
+                  "throughput falls with the batch",
+                  rf"throughput{_GAP}(?:falls|drops|decreases|shrinks|goes down)",
+                  rf"(?:step time|TPOT|T\(B\)){_GAP}(?:shrinks|falls|drops|decreases)",
+                  rf"tokens per step{_GAP}(?:shrink|fall|drop|decrease)"),
+        _inverted("weights read per sequence",
+                  "The weights are read once per step for the whole batch, not once per sequence: that "
+                  "sharing is the whole gain.",
+                  "weights are read for every sequence",
+                  r"weights? (?:are |is )?(?:read|streamed|loaded) (?:many times|repeatedly|once per sequence|"
+                  r"for (?:each|every) sequence)"),
+        _inverted("the knee turns it memory-bound",
+                  "Past the knee the step turns compute-bound (the matmuls outgrow the weight read), and the "
+                  "gain stops there.",
+                  "the gain continues past the knee",
+                  rf"(?:knee|B\*){_GAP}(?:turns?|becomes?|goes) (?:memory|bandwidth)[- ]bound",
+                  r"gain (?:continues|keeps going|keeps growing)",
+                  rf"(?:small|low)[- ]batch{_GAP}compute[- ]bound"),
         Mistake("Batching does not lower anyone's latency: each step gets a little longer as B grows (TPOT "
                 "rises). It raises throughput because the weight read is shared.",
                 lambda p: _claim("batching reduces latency",
@@ -126,6 +159,20 @@ _GOODPUT = Question(
          r"(throughput|tokens/s|tokens per second)[^.]*(ignor|hide|regardless|even (if|when|though)|no matter|break|violat|miss|sacrific|expense|cost of|while)"),
     ),
     mistakes=[
+        _inverted("counts requests that miss their SLOs",
+                  "Goodput counts only what meets its SLOs: a request beyond its TTFT or TPOT target does not "
+                  "count, however fast it finished otherwise.",
+                  "counts every request",
+                  rf"(?:are|is) (?:both )?(?:beyond|above|over|outside) (?:the |their |its )?(?:target|SLO)",
+                  r"including (?:those|the requests|requests) that miss",
+                  r"(?:lowest|smallest|minimum) (?:request )?rate",
+                  r"at most \d+ ?%"),
+        _inverted("goodput rises as the SLOs break",
+                  "Backwards: batching more raises raw throughput while the SLOs break, so throughput goes up "
+                  "and goodput goes down.",
+                  "goodput goes up while the SLOs break",
+                  rf"throughput (?:goes down|falls|drops|decreases){_GAP}goodput (?:goes up|rises|increases)",
+                  rf"goodput{_GAP}(?:ignores|regardless of) (?:the )?(?:latency|SLO)"),
         Mistake("In serving, goodput is not 'the requests that did not fail' (the networking sense of useful "
                 "bytes): a request that completes but misses its TTFT or TPOT target does not count.",
                 lambda p: _claim("requests that did not fail",
@@ -186,6 +233,20 @@ _B_STAR_METHOD = Question(
          r"MFU|MBU|efficien|realistic|KV|memory (capacity|limit)|TPOT|SLO"),
     ),
     mistakes=[
+        _inverted("memory-bound past the ridge",
+                  "At the ridge the matmuls turn compute-bound, not memory-bound: their intensity, about B FLOPs "
+                  "per byte, grows with the batch.",
+                  "turns memory-bound at the ridge",
+                  r"(?:turns?|becomes?) (?:memory|bandwidth)[- ]bound when (?:B|the batch) (?:reaches|passes|exceeds)",
+                  rf"(?:intensity|FLOPs? per byte){_GAP}(?:falls|drops|decreases|shrinks) (?:with|as) (?:the )?batch",
+                  rf"above B\*{_GAP}throughput{_GAP}ris",
+                  rf"below (?:B\*|the knee){_GAP}(?:only adds latency|adds only latency)"),
+        _inverted("B star grows with N",
+                  "N cancels: each GPU reads 1/N of the weights and does 1/N of the FLOPs, so B* does not change "
+                  "with the TP degree.",
+                  "B star grows with N",
+                  r"N (?:multiplies|scales it|does not cancel)",
+                  rf"B\*{_GAP}(?:grows|scales|rises|increases|multiplies) with (?:N|the number of GPUs|the TP degree|tensor)"),
         Mistake("B* does not grow with the number of GPUs: each GPU reads 1/N of the weights and does 1/N of "
                 "the FLOPs, so N cancels.",
                 lambda p: _claim("8 times larger", r"eight times larger",
@@ -220,6 +281,18 @@ _BACKGROUND = Question(
          r"separate|dedicated|isolat|disaggregat|own (replicas|GPUs|pool)|\bpools?\b|P99|percentile|goodput|monitor|measure"),
     ),
     mistakes=[
+        _inverted("background work first",
+                  "The other way round: chat requests go first; background work takes only the leftover capacity "
+                  "and is preempted or throttled first.",
+                  "give the background work priority",
+                  r"(?:background|offline|batch) (?:jobs?|work|requests?)[^.;:!?]{0,80}?(?:higher|top|first) "
+                  r"(?:class|priority)",
+                  r"(?:preempt|throttle) (?:the )?(?:chat|interactive)",
+                  r"(?:background|offline) (?:jobs?|work|requests?) (?:go|goes|run|runs) first"),
+        _inverted("watch the mean",
+                  "A mean hides the users who suffer: watch P99 TPOT (or goodput), not the mean.",
+                  "watch the mean TPOT",
+                  r"(?:watch|measure|track|monitor)[^.;:!?]{0,40}?(?:the )?(?:mean|average)\b(?! is)"),
         Mistake("The largest batch that fits maximises tokens per second, but every sequence in it waits for "
                 "the same longer step: TPOT is set by the batch. Cap the batch at B_SLO.",
                 lambda p: _claim("maximise the batch", r"maximi[sz]e the batch( size)?",
@@ -249,6 +322,13 @@ _UNCONSTRAINED = Question(
          r"goodput|B_?SLO|SLO edge|largest batch (that|which) meets|meets? (the|every|all|its)[^.]*(SLO|target)|(under|within) (the|an|its|every) (SLO|target)|subject to"),
     ),
     mistakes=[
+        _inverted("TPOT falls with the batch",
+                  "TPOT grows with the batch: every sequence waits for the whole, longer step.",
+                  "TPOT shrinks with the batch",
+                  rf"(?:TPOT|latency|step time){_GAP}(?:shrinks|falls|drops|decreases|goes down) (?:with|as) "
+                  rf"(?:the )?batch",
+                  rf"past the knee{_GAP}(?:memory|bandwidth)[- ]bound",
+                  rf"(?:throughput|tokens per second) (?:keeps|continues to) (?:grow|rise){_GAP}past the knee"),
         Mistake("Latency does depend on the batch: every sequence waits for the whole step, and the step "
                 "grows with B (slowly below the knee, in proportion beyond it).",
                 lambda p: _claim("latency does not change", r"latency (?:is|stays) (?:the same|constant)",
@@ -557,6 +637,12 @@ _QUEUEING_GROWTH = Question(
          r"M/D/1|variab|half|C_?s|coefficient of variation|Pollaczek|Kingman|M/G/1"),
     ),
     mistakes=[
+        _inverted("grows linearly or stays finite",
+                  "Not linearly: the wait grows like 1 / (1 - rho), hyperbolically, and diverges as rho goes to 1.",
+                  "grows linearly",
+                  r"(?:increases|rises) linearly",
+                  r"(?:converges|stays finite|stays bounded|levels off|saturates) as (?:rho|the utili[sz]ation)",
+                  rf"M/D/1{_GAP}(?:twice|longer|more) (?:as long|than)"),
         Mistake("Queueing delay is not exponential in the load: it grows like 1 / (1 - rho), hyperbolically. "
                 "It is gentle until about 70-80 % and then diverges.",
                 lambda p: _claim("grows exponentially", r"(?:increases|rises|explodes|blows up) exponentially",
@@ -584,6 +670,14 @@ _PREFILL_DECODE = Question(
          r"intensity|FLOPs? per byte|FLOP/B|ridge"),
     ),
     mistakes=[
+        _inverted("prefill below the ridge, decode above",
+                  "The other way round: prefill's intensity (about the prompt length) is far above the ridge, "
+                  "decode's (about the batch) below it.",
+                  "prefill is below the ridge",
+                  rf"prompt length{_GAP}below the ridge",
+                  rf"prefill{_GAP}below the ridge",
+                  rf"batch size{_GAP}above the ridge",
+                  rf"decode{_GAP}above the ridge"),
         Mistake("Decode is compute-bound only at a batch above the ridge point (a few hundred sequences), "
                 "rarely reached: at typical batches it is bandwidth-bound.",
                 lambda p: _claim("decode is compute-bound",
@@ -613,6 +707,12 @@ _METRICS = Question(
          r"TTFT\s*\+|TTFT plus|\+\s*\(?n\s*[-−]\s*1|sum of"),
     ),
     mistakes=[
+        _inverted("TPOT includes the first token",
+                  "TPOT is the time per output token after the first; TTFT runs from arrival, queueing included.",
+                  "TPOT includes the first token",
+                  r"TPOT[^.;:!?]{0,60}?(?:before|including) the first",
+                  r"TTFT[^.;:!?]{0,40}?(?:excludes|excluding|without|not including) (?:the )?queu",
+                  r"TTFT[^.;:!?]{0,30}?(?:to|until) (?:the|its) last token"),
         Mistake("TPOT excludes the first token: (E2E - TTFT) / (n - 1), not E2E / n (which mixes the prefill "
                 "into every token).",
                 lambda p: _claim("E2E divided by n", r"E2E ?/ ?n\b(?! ?[-−])")),
@@ -643,6 +743,15 @@ _KV_CACHE = Question(
          r"GQA|grouped|MQA|multi-query|fp8|quanti|paged|paging|KV heads"),
     ),
     mistakes=[
+        _inverted("the cache shrinks with the context",
+                  "The KV cache grows with context length and batch (a key and a value per token); the weights "
+                  "are stored once.",
+                  "the cache shrinks with the context",
+                  rf"(?:KV cache|cache){_GAP}(?:shrinks|falls|decreases) (?:with|as)",
+                  r"weights? (?:are |is )?(?:stored|kept) (?:many times|per sequence|for each sequence)",
+                  rf"(?:more|extra) KV heads{_GAP}(?:raise|increase|help|more sequences)",
+                  rf"weights{_GAP}grow with (?:the )?(?:batch|context)",
+                  r"attention (?:does|must) recompute"),
         Mistake("KV memory is linear in the context (one key and value per token). Attention *compute* over a "
                 "whole prompt is what grows quadratically.",
                 lambda p: _claim("grows quadratically", r"quadratic(?:ally)? (?:in|with) (?:the )?(?:context|sequence|length)")),
@@ -671,6 +780,15 @@ _TP = Question(
          r"per[- ]GPU|replica|data[- ]parallel|throughput per|cost per token"),
     ),
     mistakes=[
+        _inverted("TP raises TPOT or per-GPU throughput",
+                  "The other way round: tensor parallelism lowers TPOT (each GPU reads 1/N of the weights) and "
+                  "per-GPU throughput falls as N grows.",
+                  "raises TPOT",
+                  r"(?:raises|increases|lengthens) (?:the )?(?:TPOT|step time|per-token latency)",
+                  rf"(?:TPOT|step time){_GAP}(?:rises|grows|increases|goes up|gets longer)",
+                  rf"per-GPU throughput\s+{_GAP}(?:rises|grows|increases|goes up)",
+                  r"per-GPU throughput (?:scales|grows) (?:linearly )?with",
+                  r"(?:leaves|frees|gives) less memory"),
         Mistake("Throughput per GPU does not scale linearly with TP: the all-reduces add latency, KV heads "
                 "replicate beyond K GPUs, and per-GPU throughput falls.",
                 lambda p: _claim("linear speedup", r"(?:throughput|speed) (?:scales|grows) linearly with (?:the )?(?:number of )?GPUs")),
@@ -699,6 +817,14 @@ _PAGED = Question(
          r"(more|larger|bigger) (sequences|batch|requests)|batch (size )?(grows|rises|increases)|throughput"),
     ),
     mistakes=[
+        _inverted("paging fits fewer sequences",
+                  "Paging frees the memory that reservations waste, so more sequences fit: a larger batch, not a "
+                  "smaller one; the waste is at most one partial block per sequence.",
+                  "fits fewer sequences",
+                  rf"(?:memory freed|paging|PagedAttention|it){_GAP}(?:fewer|less) sequences",
+                  rf"(?:memory freed|paging|PagedAttention){_GAP}a smaller batch",
+                  r"wastes? at least",
+                  r"(?:most|all) of the reservation is used"),
         Mistake("Paging changes where the KV cache lives, not how much math attention does: the gain is "
                 "memory, hence the batch.",
                 lambda p: _claim("fewer FLOPs", r"(?:reduces|cuts|lowers) (?:the )?(?:attention )?FLOPs")),
@@ -728,6 +854,14 @@ _CHUNKED = Question(
          r"TTFT|first token|re-?read|overhead"),
     ),
     mistakes=[
+        _inverted("small chunks, memory-bound",
+                  "A chunk should be large enough for the matmuls to be compute-bound (about the ridge point); "
+                  "the price is a slightly longer TTFT, not a shorter one.",
+                  "chunks small enough to be memory-bound",
+                  rf"(?:small|short) enough{_GAP}(?:memory|bandwidth)[- ]bound",
+                  rf"chunks?{_GAP}(?:memory|bandwidth)[- ]bound",
+                  r"TTFT (?:shrinks|falls|drops|improves|decreases|gets shorter)",
+                  rf"chunk(?:ing|ed prefill)?{_GAP}(?:raises|increases|lengthens) (?:the )?(?:TPOT|inter-token)"),
         Mistake("Chunking does not reduce the prefill's FLOPs: the same tokens pass through the same weights "
                 "(and each chunk re-reads the cache of the chunks before it).",
                 lambda p: _claim("chunking reduces the FLOPs", r"(?:fewer|less) (?:total )?(?:prefill )?FLOPs")),
@@ -757,6 +891,14 @@ _DISAGG = Question(
          r"tight|strict|long prompt|goodput|SLO"),
     ),
     mistakes=[
+        _inverted("pays off with loose SLOs and short prompts",
+                  "It pays off with tight SLOs and long prompts; with loose SLOs and short prompts a colocated "
+                  "server does as well without the KV transfer.",
+                  "pays off with loose SLOs",
+                  rf"(?:pays off|helps|wins|worth it){_GAP}(?:loose|relaxed|short prompts?)",
+                  rf"(?:loose|relaxed) SLOs?{_GAP}(?:pays off|helps|wins)",
+                  r"(?:simpler|less complex) (?:to )?operat",
+                  r"(?:a )?(?:small|smaller) decode batch(?:es)? delays?"),
         Mistake("Disaggregation is not always better: it adds a KV transfer per request and splits the "
                 "GPUs into pools that can sit idle; with loose SLOs a colocated server with chunked prefill "
                 "often gives more goodput per GPU.",
@@ -787,6 +929,14 @@ _MFU_MBU = Question(
          r"prefill|large batch|compute[- ]bound"),
     ),
     mistakes=[
+        _inverted("decode judged by MFU",
+                  "Decode at ordinary batch sizes is memory-bound: MBU is its measure, MFU the one for prefill "
+                  "and large batches.",
+                  "decode is compute-bound",
+                  r"decod(?:e|ing)[^.;:!?]{0,40}?(?:is|are) (?:usually |mostly |always )?compute[- ]bound",
+                  rf"MFU{_GAP}(?:small|memory[- ]bound) batch",
+                  rf"MBU{_GAP}(?:prefill|large batch)",
+                  rf"(?:judge|measure){_GAP}decode{_GAP}MFU"),
         Mistake("At ordinary batch sizes decode's MFU is low by physics (intensity about B FLOPs per byte): "
                 "judge decode by MBU.",
                 lambda p: _claim("decode should reach high MFU", r"decode[^.]*(?:should|must) (?:reach|have|hit) (?:a )?high MFU")),
@@ -819,6 +969,15 @@ _QUANT = Question(
          r"KV|batch|capacity|accuracy|quality|perplexity"),
     ),
     mistakes=[
+        _inverted("TPOT or the knee rises",
+                  "Backwards: int4 weights shrink the weight read, so TPOT falls, and the knee B* = R b_w / 2 "
+                  "falls with b_w.",
+                  "TPOT rises with int4",
+                  rf"TPOT{_GAP}(?:climbs|rises|grows|increases|goes up)",
+                  rf"(?:knee|B\*){_GAP}(?:climbs|rises|grows|increases|goes up|moves up)",
+                  rf"prefill{_GAP}(?:memory|bandwidth)[- ]bound",
+                  rf"prefill{_GAP}(?:4x|four times|much) faster",
+                  r"(?:less|smaller) KV cache"),
         Mistake("Weight-only int4 dequantises to bf16 and computes in bf16: the FLOP/s do not change, only the "
                 "bytes do.",
                 lambda p: _claim("quadruples the FLOP", r"(?:more|higher|faster) (?:tensor[- ]core )?FLOP/?s (?:with|from) (?:weight-only )?int4")),
@@ -848,6 +1007,17 @@ _SPEC = Question(
          r"(large|high|big) batch|compute[- ]bound|knee|throughput[^.]*(drop|fall|hurt|lower|suffer)"),
     ),
     mistakes=[
+        _inverted("helps at large batch, hurts at small batch",
+                  "The other way round: speculation helps at small batch, where decode is memory-bound, and hurts "
+                  "at large batch, past the knee, where compute is the bottleneck.",
+                  "helps at large batch",
+                  rf"helps?{_GAP}(?:large|high|big) batch",
+                  rf"(?:large|high|big) batch{_GAP}(?:helps|pays off|wins)",
+                  rf"hurts?{_GAP}(?:small|low) batch",
+                  rf"(?:small|low) batch{_GAP}(?:hurts|loses|slows)",
+                  rf"helps?{_GAP}compute[- ]bound",
+                  rf"(?:small|low) batch{_GAP}(?:past the knee|compute[- ]bound)",
+                  r"output distribution (?:is |gets )?changed"),
         Mistake("With rejection sampling the output distribution is exactly the target model's: speculation "
                 "changes the speed, not the quality.",
                 lambda p: _claim("changes the output distribution", r"(?:lowers|worsens|degrades|reduces) (?:the )?(?:output )?quality")),
@@ -873,6 +1043,14 @@ _PERCENTILE = Question(
          r"queue|load|utili[sz]ation|saturat|burst"),
     ),
     mistakes=[
+        _inverted("the mean shows the tail",
+                  "A mean hides the tail: a few slow requests barely move it, and queueing stretches the tail "
+                  "faster than the mean.",
+                  "the mean shows the tail",
+                  rf"mean (?:shows|reveals|captures){_GAP}tail",
+                  rf"(?:slow requests|outliers){_GAP}(?:sharply|strongly|greatly) (?:move|shift|raise)",
+                  rf"tail{_GAP}slower than the mean",
+                  r"(?:few|least|no) users (?:ever )?(?:meet|see|hit) the (?:slow )?tail"),
         Mistake("The mean is not enough: a low mean is compatible with a long, painful tail.",
                 lambda p: _claim("the mean is enough", r"(?:average|mean) (?:is|tells you) (?:all|everything)")),
     ],
@@ -901,6 +1079,13 @@ _CAPACITY = Question(
          r"memory|\bfits?\b|\bKV\b|\bTP\b|tensor[- ]parallel"),
     ),
     mistakes=[
+        _inverted("round down, plan near full utilisation",
+                  "Round up and keep headroom: utilisation well below 1, since waits grow like 1 / (1 - rho).",
+                  "round down",
+                  r"round(?:ed|ing)? (?:it )?down",
+                  rf"utili[sz]ation{_GAP}(?:above|over|at|near) 1\b",
+                  r"waits? (?:shrink|fall|drop)",
+                  r"beyond the SLOs?"),
         Mistake("Size for the peak (or a high percentile) of the load, with utilisation below 1: queueing "
                 "waits grow like 1 / (1 - rho).",
                 lambda p: _claim("size for the average load", r"(?:plan|provision) for the (?:average|mean) (?:load|rate)")),
@@ -931,6 +1116,12 @@ _VALIDATE = Question(
          r"calibrat|\bfit|re-?predict|another|held[- ]out|second|compare"),
     ),
     mistakes=[
+        _inverted("the model as an upper bound on time",
+                  "At MFU = MBU = 1 the model is a lower bound on the step time: a slower measurement is expected.",
+                  "the measurement should be faster",
+                  r"(?:is|gives) an? (?:upper|higher) bound(?! on (?:the )?throughput)",
+                  rf"(?:measurement|measured){_GAP}faster{_GAP}expected",
+                  r"expect(?:ed)?[^.;:!?]{0,30}?faster than (?:the )?(?:model|prediction|bound)"),
         Mistake("A first-principles bound is supposed to be faster than reality; the gap is information "
                 "(an efficiency to calibrate), not a reason to drop the model.",
                 lambda p: _claim("throw away the model", r"the model is useless")),
