@@ -509,32 +509,39 @@ _NOT_NEGATING = re.compile(r"\b(?:no matter|not only|no longer than|nothing but|
 _CLAUSE_END = re.compile(r"[.;:!?]\s|[.;:!?]$|,\s|\bbut\b|\bwhereas\b|\bwhile\b|—|\s-\s", re.I)
 
 
-def _negated(text: str, start: int, end: int) -> bool:
+def _negated(text: str, start: int, end: int, inside: bool = True) -> bool:
     """True when the clause holding ``text[start:end]`` negates it ("does not grow linearly").
 
-    A negation word that opens or closes the match is the pattern's own ("no steady state",
-    "prefill gains little or nothing") and does not count.
+    The clause runs from the last clause boundary before ``start``. With ``inside``, a negation within
+    the match counts too ("TPOT does not drop" does not say that TPOT drops), except one that opens or
+    closes the match, which is the pattern's own ("no steady state", "gains little or nothing"); without
+    it only the words before the match count (a wrong claim may hold its own "not": "latency does not
+    change with the batch").
     """
     while end < len(text) and (text[end].isalnum() or text[end] in "'’"):
         end += 1                      # the window ends with whole words
     clause_start = 0
     for boundary in _CLAUSE_END.finditer(text, 0, start):
         clause_start = boundary.end()
-    window = text[clause_start:end]
+    window = text[clause_start:end if inside else start]
     for found in _NEGATION.finditer(window):
         at = clause_start + found.start()
         if _NOT_NEGATING.match(text, at):
             continue
-        if at == start or clause_start + found.end() >= end - (0 if text[end - 1].isalnum() else 1):
+        if inside and (at == start or clause_start + found.end() >= end - (0 if text[end - 1].isalnum() else 1)):
             continue
         return True
     return False
 
 
-def mentions(pattern: str, text: str) -> bool:
-    """True when ``text`` states what ``pattern`` finds, in a clause that does not negate it."""
+def mentions(pattern: str, text: str, *, claim: bool = False) -> bool:
+    """True when ``text`` states what ``pattern`` finds, in a clause that does not negate it.
+
+    ``claim=True`` reads a wrong claim: only a negation before it in its clause cancels it ("it is not
+    true that decode is compute-bound"), since the claim may hold its own ("latency does not change").
+    """
     for match in re.finditer(pattern, text, re.I):
-        if match.end() > match.start() and not _negated(text, match.start(), match.end()):
+        if match.end() > match.start() and not _negated(text, match.start(), match.end(), inside=not claim):
             return True
     return False
 
@@ -550,7 +557,7 @@ def _evaluate_conceptual(question, answer, params) -> CheckResult:
         return CheckResult(question.id, "invalid", f"not yet: the answer is too long ({len(answer)} characters; "
                                                    f"at most {MAX_PARAGRAPH}, about 600 words).")
     for mistake in question.mistakes:      # a wrong claim counts where its clause states it, not where it is denied
-        if mentions(mistake.answer(params), answer):
+        if mentions(mistake.answer(params), answer, claim=True):
             return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}", mistake.label)
     missing = [point for point, pattern in question.key_points if not mentions(pattern, answer)]
     if missing:

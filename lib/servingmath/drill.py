@@ -484,7 +484,7 @@ def _feedback_conceptual(session, question, params, answer):
         mark = "[x]" if answer and mentions(pattern, answer) else "[ ]"
         session.say(textwrap.fill(f"{mark} {point}", WIDTH, initial_indent="  ", subsequent_indent="      "))
     for mistake in question.mistakes:
-        if answer and mentions(mistake.answer(params), answer):
+        if answer and mentions(mistake.answer(params), answer, claim=True):
             session.say(session.wrap(f"Hint: {mistake.hint}"))
     session.say("Model answer:")
     session.say(session.wrap(str(question.answer(params)), "  "))

@@ -58,7 +58,7 @@ def _claim(phrase: str, *patterns: str) -> str:
 #: them a direction word itself ("per-GPU throughput falls as N grows" is not "throughput grows").
 _DIRECTION = (r"(?:rise|rises|rising|grow|grows|growing|fall|falls|falling|drop|drops|shrink|shrinks|increase|"
               r"increases|decrease|decreases|climbs|lower|lowers|raise|raises|goes|stays|flattens)\b")
-_GAP = rf"(?:(?!{_DIRECTION})[^\s.;:!?]+\s+){{0,5}}?"
+_GAP = rf",?\s+(?:(?!{_DIRECTION})[^\s.;:!?]+\s+){{0,5}}?"
 
 
 def _inverted(name: str, hint: str, phrase: str, *patterns: str) -> Mistake:
@@ -292,7 +292,7 @@ _BACKGROUND = Question(
         _inverted("watch the mean",
                   "A mean hides the users who suffer: watch P99 TPOT (or goodput), not the mean.",
                   "watch the mean TPOT",
-                  r"(?:watch|measure|track|monitor)[^.;:!?]{0,40}?(?:the )?(?:mean|average)\b(?! is)"),
+                  r"(?:watch|measure|track|monitor) (?:only )?(?:the )?(?:mean|average)\b(?! is)"),
         Mistake("The largest batch that fits maximises tokens per second, but every sequence in it waits for "
                 "the same longer step: TPOT is set by the batch. Cap the batch at B_SLO.",
                 lambda p: _claim("maximise the batch", r"maximi[sz]e the batch( size)?",
@@ -676,6 +676,7 @@ _PREFILL_DECODE = Question(
                   "prefill is below the ridge",
                   rf"prompt length{_GAP}below the ridge",
                   rf"prefill{_GAP}below the ridge",
+                  rf"prefill[^.;:!?]{{0,80}}?intensity{_GAP}below the ridge",
                   rf"batch size{_GAP}above the ridge",
                   rf"decode{_GAP}above the ridge"),
         Mistake("Decode is compute-bound only at a batch above the ridge point (a few hundred sequences), "
@@ -786,7 +787,7 @@ _TP = Question(
                   "raises TPOT",
                   r"(?:raises|increases|lengthens) (?:the )?(?:TPOT|step time|per-token latency)",
                   rf"(?:TPOT|step time){_GAP}(?:rises|grows|increases|goes up|gets longer)",
-                  rf"per-GPU throughput\s+{_GAP}(?:rises|grows|increases|goes up)",
+                  rf"per-GPU throughput{_GAP}(?:rises|grows|increases|goes up)",
                   r"per-GPU throughput (?:scales|grows) (?:linearly )?with",
                   r"(?:leaves|frees|gives) less memory"),
         Mistake("Throughput per GPU does not scale linearly with TP: the all-reduces add latency, KV heads "
@@ -1016,7 +1017,8 @@ _SPEC = Question(
                   rf"hurts?{_GAP}(?:small|low) batch",
                   rf"(?:small|low) batch{_GAP}(?:hurts|loses|slows)",
                   rf"helps?{_GAP}compute[- ]bound",
-                  rf"(?:small|low) batch{_GAP}(?:past the knee|compute[- ]bound)",
+                  rf"(?:small|low) batch{_GAP}\(?(?:past the knee|compute[- ]bound)",
+                  r"(?:yields?|gives?|produces?) (?:less|fewer) tokens",
                   r"output distribution (?:is |gets )?changed"),
         Mistake("With rejection sampling the output distribution is exactly the target model's: speculation "
                 "changes the speed, not the quality.",
