@@ -317,8 +317,10 @@ def parse_formula(text: str, symbols: dict | None = None, *, max_length: int = M
     ...     print(error)
     could not read '2n': write products with * (2*P, not 2P).
     """
+    if type(text) is Formula:
+        text = str.__str__(text)
     if type(text) is not str:
-        raise AnswerError(f"a formula must be text, got {type(text).__name__}.")
+        raise AnswerError(f"a formula must be text, got {_type_name(type(text))}.")
     symbols = _symbol_table(symbols)
     if len(text) > max_length:
         raise AnswerError(f"the formula is too long ({len(text)} characters; at most {max_length}).")

@@ -76,7 +76,7 @@ STRICT_ENV = "SERVINGMATH_STRICT_CHECKS"
 #: Set (to ``1``) by the grader in the kernel it runs: ``check()`` then reports each answer it checks.
 CAPTURE_ENV = "SERVINGMATH_CAPTURE"
 #: Marker that starts a line of ``check()``'s report to the grader (a JSON record follows).
-CAPTURE_MARK = "\x1eSERVINGMATH-CHECKED "
+CAPTURE_MARK = "@@SERVINGMATH-CHECKED@@ "
 #: Seconds ``check()`` may spend on one answer.
 CHECK_SECONDS = 10.0
 #: Longest paragraph a conceptual answer may be (characters).
