@@ -33,7 +33,7 @@ TEMPLATE = ROOT / "exercises" / "01_anatomy_of_a_request.ipynb"
 KEY = b"attack-suite-course-key"
 STUDENTS = ["josé", "answers", "thief", "detached", "suicide", "runnerkill", "hog", "looper", "copier",
             "tamperer", "garbage", "huge", "dave", "absent"]
-LIMITS = sandbox.Limits(cell_seconds=20, wall_seconds=120, cpu_seconds=120, memory_bytes=3 * 2**30)
+LIMITS = sandbox.Limits(cell_seconds=12, wall_seconds=120, cpu_seconds=120, memory_bytes=3 * 2**30)
 
 
 # ---------------------------------------------------------------- building submissions
@@ -205,7 +205,7 @@ def graded(tmp_path_factory, iso):
     save("detached", _insert_after_check(_fill(nb["detached"], "detached", slips), QIDS[-1],
         "import os, time, threading\n"
         "threading.Thread(target=time.sleep, args=(3600,)).start()\n"
-        "if os.fork() == 0:\n    try:\n        os.setsid()\n        if os.fork() == 0:\n            time.sleep(6)\n"
+        "if os.fork() == 0:\n    try:\n        os.setsid()\n        if os.fork() == 0:\n            time.sleep(3)\n"
         f"            for p in [{paths['out']!r} + '/scores.csv', {paths['marker']!r} + '-detached']:\n"
         "                try:\n                    open(p, 'w').write('PWNED')\n"
         "                except OSError:\n                    pass\n"
@@ -340,7 +340,7 @@ def test_attack_the_teachers_files_and_other_submissions_are_out_of_reach(graded
 def test_attack_a_process_outliving_the_kernel_is_killed_before_the_results_are_written(graded, iso):
     _needs_sandbox(iso)
     assert _grade(graded, "detached").score == graded["fair"]["detached"]
-    time.sleep(7)                       # the detached child would write at 6 s
+    time.sleep(4)                       # the detached child would write at 3 s
     assert "PWNED" not in (graded["out"] / "scores.csv").read_text()
     assert not os.path.exists(graded["paths"]["marker"] + "-detached")
     if iso.uid is not None:
