@@ -738,3 +738,57 @@ def test_attack_a_choice_or_a_question_id_that_is_mistyped_gets_the_closest_ids_
     message = str(info.value)
     assert "anatomy.kv_bytes_per_token" in message and message.count("anatomy.") <= 4
     assert isinstance(Question, type)
+
+
+# ---------------------------------------------------------------- the weaker isolation levels
+def _level_or_skip(level):
+    try:
+        return sandbox.detect_isolation(level)
+    except RuntimeError as exc:
+        pytest.skip(f"isolation {level!r} does not work on this machine: {exc}")
+
+
+def _small_course(tmp_path, students):
+    handout, subs = tmp_path / "handout", tmp_path / "subs"
+    roster = assignments.make_assignment(TEMPLATE, students, KEY, handout)
+    subs.mkdir()
+    return handout, subs, roster
+
+
+def test_attack_under_unshare_alone_the_teachers_files_stay_out_of_reach(tmp_path):
+    _level_or_skip("unshare")
+    handout, subs, roster = _small_course(tmp_path, ["ana", "ben"])
+    nbformat.write(_fill(nbformat.read(handout / "ana.ipynb", as_version=4), "ana"), subs / "ana.ipynb")
+    key_file = tmp_path / "secret" / "course.key"
+    key_file.parent.mkdir()
+    key_file.write_bytes(KEY)
+    targets = [subs / "ana.ipynb", roster, key_file, TEMPLATE]
+    attack = _fill(nbformat.read(handout / "ben.ipynb", as_version=4), "ben",
+                   {qid: f"import sympy\nANSWER = {_literal(qid, get_question(qid).draw(None))}" for qid in QIDS})
+    attack.cells.insert(2, nbformat.v4.new_code_cell(
+        "import os\nreached = []\n"
+        f"for path in {[str(t) for t in targets]!r} + [{str(tmp_path / 'out' / 'scores.csv')!r}]:\n"
+        "    try:\n        open(path, 'a').write('PWNED'); reached.append(path)\n    except OSError:\n        pass\n"
+        f"assert not os.path.exists({str(key_file)!r}) or not open({str(key_file)!r}, 'rb').read()\n"))
+    nbformat.write(attack, subs / "ben.ipynb")
+    before = {t: _sha(t) for t in targets}
+    warnings = []
+    grades = {g.student: g for g in assignments.grade_folder(
+        TEMPLATE, subs, tmp_path / "out", roster, KEY, isolation="unshare", limits=LIMITS, jobs=2,
+        warn=warnings.append, hide=[key_file])}
+    assert warnings[0].startswith("isolation: unshare")
+    assert {t: _sha(t) for t in targets} == before
+    assert grades["ana"].score == N
+    assert grades["ben"].score == _fair({qid: _typed(qid, get_question(qid).draw(None)) for qid in QIDS}, "ben")
+    assert not any("AssertionError" in f for f in grades["ben"].flags)    # the key was not readable
+
+
+def test_without_any_sandbox_the_grader_still_grades_and_says_so(tmp_path):
+    handout, subs, roster = _small_course(tmp_path, ["ana"])
+    nbformat.write(_fill(nbformat.read(handout / "ana.ipynb", as_version=4), "ana"), subs / "ana.ipynb")
+    warnings = []
+    (grade,) = assignments.grade_folder(TEMPLATE, subs, tmp_path / "out", roster, KEY, isolation="none",
+                                        limits=LIMITS, warn=warnings.append)
+    assert grade.status == "ok" and grade.score == N
+    assert warnings[0].startswith("isolation: none") and "WARNING: no isolation is possible here" in warnings[1]
+    assert "no isolation is possible here" in (tmp_path / "out" / "summary.md").read_text()
