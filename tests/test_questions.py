@@ -130,7 +130,7 @@ def test_every_variant_accepts_its_answer_and_rejects_its_mistakes(qid):
     # recomputed answer is accepted, and no known mistake collapses onto the right answer
     q = QUESTIONS[qid]
     seen = set()
-    for seed in range(12):
+    for seed in range(8):
         params = q.draw(seed)
         seen.add(repr(sorted(params.items())))
         expected = q.expected(params)
@@ -150,8 +150,8 @@ def test_every_variant_accepts_its_answer_and_rejects_its_mistakes(qid):
 def test_graded_variants_come_from_the_key_and_stay_checkable(qid):
     q = QUESTIONS[qid]
     key = b"a course key for the tests"
-    drawn = [q.draw_for(key, f"student-{i}") for i in range(8)]
-    assert drawn == [q.draw_for(key, f"student-{i}") for i in range(8)]          # reproducible
+    drawn = [q.draw_for(key, f"student-{i}") for i in range(4)]
+    assert drawn == [q.draw_for(key, f"student-{i}") for i in range(4)]          # reproducible
     assert q.draw_for(key, "Student-0") == q.draw_for(key, " student-0 ")        # names compared as written
     for params in drawn:
         expected = q.expected(params)

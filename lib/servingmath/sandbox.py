@@ -457,11 +457,14 @@ _WARNINGS = {
 }
 
 
+_DETECTED: dict = {}
+
+
 def detect_isolation(preferred: str = "auto", hide=(), limits: Limits | None = None) -> Isolation:
     """The strongest level that works here (each tried with a short probe run), or ``preferred``.
 
     ``preferred`` is ``"auto"`` or one of :data:`LEVELS`; a level that does not work raises
-    ``RuntimeError`` naming why.
+    ``RuntimeError`` naming why. A level found to work is remembered for the rest of the process.
     """
     if preferred != "auto" and preferred not in LEVELS:
         raise ValueError(f"isolation must be 'auto' or one of {', '.join(LEVELS)}, got {preferred!r}")
@@ -471,6 +474,12 @@ def detect_isolation(preferred: str = "auto", hide=(), limits: Limits | None = N
     probe_limits = Limits(cell_seconds=30, wall_seconds=60, cpu_seconds=60, memory_bytes=limits.memory_bytes,
                           file_bytes=limits.file_bytes, processes=limits.processes, tmp_bytes=64 * 2**20)
     candidates = LEVELS if preferred == "auto" else (preferred,)
+    cache_key = (preferred, root, limits.memory_bytes)   # the folders hidden do not decide whether a level works
+    if cache_key in _DETECTED:
+        cached = _DETECTED[cache_key]
+        return Isolation(level=cached.level, root=cached.root, uid=uid if cached.uid is not None else None,
+                         description=cached.description.replace(f"uid {cached.uid}", f"uid {uid}"),
+                         warning=cached.warning, tried=dict(cached.tried))
     tried = {}
     for level in candidates:
         if level == "bwrap" and not shutil.which("bwrap"):
@@ -506,6 +515,7 @@ def detect_isolation(preferred: str = "auto", hide=(), limits: Limits | None = N
                 warning = (warning + " Not available: " + "; ".join(f"{k}: {v}" for k, v in tried.items()) + ".").strip()
             isolation.warning = warning
             isolation.tried = tried
+            _DETECTED[cache_key] = isolation
             return isolation
         tried[level] = why
     raise RuntimeError("isolation " + preferred + " does not work here: "
