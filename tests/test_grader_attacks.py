@@ -759,7 +759,8 @@ def _small_course(tmp_path, students):
 def test_attack_under_unshare_alone_the_teachers_files_stay_out_of_reach(tmp_path):
     _level_or_skip("unshare")
     handout, subs, roster = _small_course(tmp_path, ["ana", "ben"])
-    nbformat.write(_fill(nbformat.read(handout / "ana.ipynb", as_version=4), "ana"), subs / "ana.ipynb")
+    nbformat.write(_fill(nbformat.read(handout / "ana.ipynb", as_version=4), "ana"), tmp_path / "ana.ipynb")
+    (subs / "ana.ipynb").write_bytes((tmp_path / "ana.ipynb").read_bytes()[:20])   # a broken file: no kernel
     key_file = tmp_path / "secret" / "course.key"
     key_file.parent.mkdir()
     key_file.write_bytes(KEY)
@@ -779,7 +780,7 @@ def test_attack_under_unshare_alone_the_teachers_files_stay_out_of_reach(tmp_pat
         warn=warnings.append, hide=[key_file])}
     assert warnings[0].startswith("isolation: unshare")
     assert {t: _sha(t) for t in targets} == before
-    assert grades["ana"].score == N
+    assert grades["ana"].status == "not a notebook"
     assert grades["ben"].score == _fair({qid: _typed(qid, get_question(qid).draw(None)) for qid in QIDS}, "ben")
     assert not any("AssertionError" in f for f in grades["ben"].flags)    # the key was not readable
 
