@@ -201,10 +201,12 @@ def _preexec(limits: Limits, processes: int, parent_death: bool):
     import ctypes
     import resource
 
+    libc = ctypes.CDLL(None)      # loaded here: the child, forked from a threaded grader, only calls
+
     def apply():  # runs in the child between fork and exec
         os.setsid()
         if parent_death:
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
