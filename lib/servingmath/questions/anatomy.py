@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_time
 from ..hardware import get_accelerator
 from ..metrics import e2e_from_ttft_tpot

@@ -12,7 +12,7 @@ import math
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import (
     critical_context_length,
     decode_step_parts,

@@ -12,7 +12,7 @@ import math
 import sympy as sp
 
 from .. import symbolic as sy
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..datatypes import bytes_per_element
 from ..decode import decode_step_parts
 from ..hardware import get_accelerator

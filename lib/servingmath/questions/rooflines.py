@@ -7,7 +7,7 @@ of a multiply-add forgotten, query heads for KV heads, ...), each with its hint.
 
 from __future__ import annotations
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..datatypes import bytes_per_element
 from ..decode import decode_step_parts
 from ..hardware import get_accelerator
