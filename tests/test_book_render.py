@@ -131,6 +131,8 @@ def test_binder_files():
 def _extension():
     import importlib.util
 
+    pytest.importorskip("docutils", reason="docutils (a Jupyter Book dependency) is not installed: "
+                                           "`make book` installs requirements-book.txt")
     spec = importlib.util.spec_from_file_location("servingmath_book", ROOT / "book" / "_ext" / "servingmath_book.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -186,9 +188,9 @@ def test_the_explorer_widget_gives_way_to_its_picture_and_the_static_explorer():
     import json as _json
     from types import SimpleNamespace
 
+    ext = _extension()
     from docutils import nodes
 
-    ext = _extension()
     document, _ = _doctree("notebooks/06_pareto_frontier")
     output = nodes.container(classes=["cell_output"])
 
