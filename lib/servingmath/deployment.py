@@ -57,7 +57,7 @@ from .datatypes import check_dtype
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 from .settings import SETTINGS, setting_options
-from .sharding import AllReduce, check_tensor_parallel
+from .sharding import KV_SHARDINGS, AllReduce, check_tensor_parallel
 
 __all__ = [
     "Deployment",
@@ -80,7 +80,8 @@ OVERLAP_MODELS = ("additive", "roofline", "hybrid")
 
 #: Flat keyword names of the all-reduce model, as the functions take them -> AllReduce field.
 ALLREDUCE_OPTIONS = {"allreduce_latency": "latency", "allreduce_base_latency": "base_latency",
-                     "link_efficiency": "link_efficiency", "allreduce_dtype": "dtype"}
+                     "link_efficiency": "link_efficiency", "allreduce_dtype": "dtype",
+                     "allreduce_ring_factor": "ring_factor"}
 
 def _numeric(name, value, check):
     return freeze_number(check(name, value))
@@ -122,6 +123,12 @@ class Deployment(ValueFields):
         Memory per GPU for activations and runtime within that share (0: an upper bound).
     memory_bytes : float or None
         Memory per GPU; None: the catalog's capacity (the sheet's GB read as decimal).
+    kv_sharding : {"heads", "batch"}
+        How the KV cache splits over the tensor-parallel group once N > K:
+        ``"heads"`` (default, vLLM) replicates each KV head's cache on N / K
+        GPUs; ``"batch"`` (How to Scale Your Model) shards the rest of the
+        group by sequences, so each GPU holds 1/N of the cache
+        (:func:`servingmath.sharding.tensor_parallel_shares`).
     """
 
     model: ModelConfig
@@ -138,6 +145,7 @@ class Deployment(ValueFields):
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     reserve_bytes: float = 0.0
     memory_bytes: float | None = None
+    kv_sharding: str = "heads"
 
     def __post_init__(self):
         set_ = functools.partial(object.__setattr__, self)
@@ -162,6 +170,7 @@ class Deployment(ValueFields):
         set_("reserve_bytes", _numeric("reserve_bytes", self.reserve_bytes, check_nonnegative))
         if self.memory_bytes is not None:
             set_("memory_bytes", _numeric("memory_bytes", self.memory_bytes, check_positive))
+        check_choice("kv_sharding", self.kv_sharding, KV_SHARDINGS)
 
     # ---- building --------------------------------------------------------------------------------
     @classmethod
@@ -265,6 +274,8 @@ class Deployment(ValueFields):
                 f"{self.overlap} overlap")
         if np.ndim(self.step_overhead) or self.step_overhead:
             text += f", {num(self.step_overhead)} s per step"
+        if self.kv_sharding != "heads":
+            text += f", KV sharded by {self.kv_sharding}"
         return text
 
 

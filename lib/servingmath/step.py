@@ -86,8 +86,8 @@ import numpy as np
 from ._validation import check_integer, check_nonnegative, scalar_or_array
 from .deployment import Deployment
 from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, expert_parameter_split,
-                     get_model, input_embedding_parameter_count, kv_bytes_per_token, kv_projection_parameter_count,
-                     lm_head_parameter_count, parameter_count)
+                     get_model, has_shape, input_embedding_parameter_count, kv_bytes_per_token,
+                     kv_projection_parameter_count, lm_head_parameter_count, parameter_count, require_shape)
 from .datatypes import bytes_per_element
 from .sharding import tensor_parallel_shares
 
@@ -310,14 +310,23 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     """
     model = deployment.model
     n = np.asarray(deployment.tensor_parallel, dtype=float)
-    weight_share, kv_share = (np.asarray(v, dtype=float) for v in tensor_parallel_shares(model, n))
+    weight_share, kv_share = (np.asarray(v, dtype=float) for v in
+                              tensor_parallel_shares(model, n, kv_sharding=deployment.kv_sharding))
     bw = bytes_per_element(deployment.weight_dtype)
     vd = input_embedding_parameter_count(model)
     head = lm_head_parameter_count(model)
     # parameters outside the embedding table and the LM head (tied: one V x D matrix serves both)
     embedding_and_head = vd if model.tied_embeddings else vd + head
-    p_kv = kv_projection_parameter_count(model)
-    kv_replicated = kv_share  # the K/V projections are held (and read) at the KV share
+    # the K/V projections are held (and read) at the KV-head share, whatever the cache's sharding;
+    # they matter only where heads replicate (N > K), elsewhere they split N ways like every weight
+    replicates = has_shape(model, "n_kv_heads") and bool(np.any(n > model.n_kv_heads))
+    p_kv = kv_projection_parameter_count(model) if replicates else 0.0
+    kv_replicated = np.maximum(model.n_kv_heads, n) / (model.n_kv_heads * n) if replicates else 1.0 / n
+    if np.any(n > 1):
+        layers, width = require_shape(model, "n_layers", "hidden_size",
+                                      needed_for=f"the all-reduces of tensor_parallel = {int(np.max(n))}")
+    else:
+        layers = width = 0.0   # no all-reduce
 
     def per_gpu(params):
         """Bytes one GPU holds of ``params`` parameters that split N ways (K/V projections apart)."""
@@ -328,23 +337,36 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     stationary = per_gpu(stationary_params - p_kv) + kv_bytes
     shared_params, expert_params = expert_parameter_split(model)
     shared = per_gpu(shared_params - embedding_and_head - p_kv) + kv_bytes
-    n_layers_allreduce = 2.0 * model.n_layers * (n > 1)
+    n_layers_allreduce = 2.0 * layers * (n > 1)
     return WorkCoefficients(
         linear_flops_per_token=scalar_or_array(2.0 * body_parameter_count(model) / n),
         linear_flops_per_logit=scalar_or_array(2.0 * head / n),
         attention_flops_per_pair=scalar_or_array(attention_flops_per_pair(model) / n),
         kv_bytes_per_token=scalar_or_array(kv_bytes_per_token(model, deployment.kv_dtype) * kv_share),
-        embedding_bytes_per_token=scalar_or_array(model.hidden_size * bw / n),
+        embedding_bytes_per_token=scalar_or_array(_gathered_row(model) * bw / n),
         lm_head_bytes=scalar_or_array(head * bw / n),
         stationary_weight_bytes=scalar_or_array(stationary),
         shared_weight_bytes=scalar_or_array(shared),
         expert_bytes=scalar_or_array(per_gpu(expert_params)),
         n_experts=model.n_experts,
         n_active_experts=model.n_active_experts,
-        allreduce_bytes_per_token=model.hidden_size * deployment.allreduce.bytes_per_element,
+        allreduce_bytes_per_token=width * deployment.allreduce.bytes_per_element,
         allreduces=scalar_or_array(n_layers_allreduce),
         tensor_parallel=deployment.tensor_parallel,
     )
+
+
+def _gathered_row(model):
+    """Parameters of one embedding row a token gathers: D (a model given by its totals: 0 when its
+    embeddings are ignored, else D or V D / V)."""
+    table = input_embedding_parameter_count(model)
+    if has_shape(model, "hidden_size"):
+        return float(model.hidden_size) if table else 0.0
+    if not table:
+        return 0.0
+    if has_shape(model, "vocab_size"):
+        return table / model.vocab_size
+    require_shape(model, "hidden_size", needed_for="the embedding rows a step gathers (embedding_parameters > 0)")
 
 
 def iteration_work(deployment: Deployment, iteration: Iteration) -> Work:
