@@ -48,6 +48,17 @@ def test_every_step_number_is_the_same_through_the_totals(name, tp):
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
+@pytest.mark.parametrize("name, ep", [("DeepSeek-V3", 1), ("DeepSeek-V3", 8), ("Qwen3-30B-A3B", 4)])
+def test_moe_and_mla_models_through_their_totals(name, ep):
+    m, t = models.get_model(name), as_totals(name)
+    opts = dict(expert_parallel=ep, weight_dtype="fp8", allreduce_latency=1e-6)
+    for b, s in [(1, 100), (64, 2000)]:
+        assert decode.decode_step_time(t, H100, b, s, **opts) == pytest.approx(
+            decode.decode_step_time(m, H100, b, s, **opts), rel=1e-12)
+    assert memory.max_batch_size(t, "H200", 2000, **opts) == memory.max_batch_size(m, "H200", 2000, **opts)
+    assert models.attention_parameter_count(t) == models.attention_parameter_count(m)
+
+
 def test_a_napkin_model_reads_every_parameter_once_and_multiplies_each_by_two_flops():
     # 30B int8 weights, 100 kB of int8 KV per token, on 16 pooled TPU v5e chips, batch 4 at 8192 tokens
     m = model_from_totals(parameters=30e9, kv_bytes_per_token=100e3, kv_dtype="int8")

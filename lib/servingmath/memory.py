@@ -58,10 +58,10 @@ from ._validation import (
 from .datatypes import bytes_per_element, check_dtype
 from .deployment import DEFAULT_GPU_MEMORY_UTILIZATION, Deployment, deployment_function
 from .hardware import get_accelerator
-from .models import (check_context_len, get_model, kv_bytes_per_token, kv_projection_parameter_count,
-                     parameter_count)
-from .sharding import (check_tensor_parallel, kv_head_replicas, kv_heads_per_gpu, tensor_parallel_shares,
-                       valid_tensor_parallel_degrees)
+from .models import (check_context_len, expert_parameter_split, get_model, kv_bytes_per_token,
+                     kv_projection_parameter_count, parameter_count)
+from .sharding import (check_expert_parallel, check_tensor_parallel, kv_head_replicas, kv_heads_per_gpu,
+                       tensor_parallel_shares, valid_tensor_parallel_degrees)
 from .units import GB
 
 __all__ = [
@@ -205,8 +205,8 @@ def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16"
 
 # ---------------------------------------------------------------- weights
 
-def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1):
-    """Bytes of weights each GPU holds with tensor parallelism of degree N.
+def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1, expert_parallel=1):
+    """Bytes of weights each GPU holds with tensor parallelism of degree N (and expert parallelism EP).
 
     Parameters
     ----------
@@ -215,6 +215,10 @@ def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1
         Storage data type of the weights (``"bf16"``, ``"fp8"``, ``"int4"``...).
     tensor_parallel : int or array of int
         N, see :func:`valid_tensor_parallel_degrees`.
+    expert_parallel : int or array of int
+        EP (mixture of experts, :func:`servingmath.sharding.check_expert_parallel`):
+        with EP > 1 each GPU holds E / EP whole routed experts and 1/N of the
+        shared weights (attention data parallelism keeps one copy per group).
 
     Returns
     -------
@@ -227,6 +231,9 @@ def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1
     this is exactly P b_w / N; when N > K each GPU also keeps the projection
     of its replicated KV head. Norm weights and MoE routers, also replicated
     in practice, are below 0.01 % of the parameters and are split here.
+    With EP > 1: W_gpu = b_w x [(P_shared - P_kv) / N + P_kv x K_gpu / K + (E / EP) P_e],
+    with P_e one routed expert summed over the MoE layers
+    (:func:`servingmath.models.expert_parameter_split`).
 
     Examples
     --------
@@ -234,11 +241,23 @@ def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1
     17.638426624
     >>> round(weight_bytes_per_gpu("Llama-3.1-405B", tensor_parallel=16) / 1e9, 2)   # 50.73 + replicated K/V
     51.26
+    >>> round(weight_bytes_per_gpu("DeepSeek-V3", weight_dtype="fp8", expert_parallel=8) / 1e9, 1)   # GB
+    98.9
     """
     model = get_model(model)
     check_dtype(weight_dtype, "weight_dtype")
+    ep = check_expert_parallel(model, expert_parallel, tensor_parallel)
     share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[0])
-    return scalar_or_array(parameter_count(model) * bytes_per_element(weight_dtype) * share)
+    dense_layout = parameter_count(model) * bytes_per_element(weight_dtype) * share
+    if not np.any(ep > 1):
+        return scalar_or_array(dense_layout)
+    n = np.asarray(check_tensor_parallel(model, tensor_parallel), dtype=float)
+    kv_share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[1])
+    shared, per_expert = expert_parameter_split(model)
+    p_kv = kv_projection_parameter_count(model)
+    ep_layout = bytes_per_element(weight_dtype) * ((shared - p_kv) / n + p_kv * kv_share
+                                                   + model.n_experts / np.asarray(ep, dtype=float) * per_expert)
+    return scalar_or_array(np.where(ep > 1, ep_layout, dense_layout))
 
 
 # ---------------------------------------------------------------- memory budget
@@ -264,7 +283,8 @@ def _kv_budget(dep: Deployment):
     usable = np.asarray(usable_memory(dep.accelerator, gpu_memory_utilization=dep.gpu_memory_utilization,
                                       reserve_bytes=dep.reserve_bytes, memory_bytes=dep.memory_bytes))
     return usable - np.asarray(weight_bytes_per_gpu(dep.model, weight_dtype=dep.weight_dtype,
-                                                    tensor_parallel=dep.tensor_parallel))
+                                                    tensor_parallel=dep.tensor_parallel,
+                                                    expert_parallel=dep.expert_parallel))
 
 
 @deployment_function
@@ -328,12 +348,15 @@ def max_kv_tokens(dep: Deployment, *, block_size=1):
     426784
     >>> max_kv_tokens("Llama-3.1-8B", "H100", block_size=16)
     426784
+
+    With expert parallelism each of the EP / N attention groups holds its own
+    sequences: the instance holds EP / N times the tokens of one group.
     """
     bs = check_integer("block_size", block_size, minimum=1)
     kv = np.asarray(kv_bytes_per_token_per_gpu(dep.model, kv_dtype=dep.kv_dtype,
                                                tensor_parallel=dep.tensor_parallel, kv_sharding=dep.kv_sharding))
     avail = np.maximum(_kv_budget(dep), 0.0)
-    return int_or_array(_floor(avail / (bs * kv)) * bs)
+    return int_or_array(_floor(avail / (bs * kv)) * bs * np.asarray(dep.data_parallel))
 
 
 @deployment_function
@@ -364,7 +387,8 @@ def max_batch_size(dep: Deployment, context_len, *, block_size=1):
     Notes
     -----
     B_max = floor((u M - R - W_gpu) / (S x 2 L K_gpu d_h b_kv)), with
-    W_gpu = P b_w / N and K_gpu = max(1, K / N). For N <= K this is
+    W_gpu = P b_w / N and K_gpu = max(1, K / N) (with expert parallelism, times
+    the EP / N attention groups, each holding its own sequences). For N <= K this is
     floor((N (u M - R) - P b_w) / (S x 2 L K d_h b_kv)): the pooled memory of
     the N GPUs, minus all weights, over the whole cache of one sequence.
 
@@ -389,7 +413,7 @@ def max_batch_size(dep: Deployment, context_len, *, block_size=1):
     avail = np.maximum(_kv_budget(dep), 0.0)
     blocks = _floor(avail / (bs * kv))
     blocks_per_sequence = np.ceil(s / bs)
-    return int_or_array(_floor(blocks / blocks_per_sequence))
+    return int_or_array(_floor(blocks / blocks_per_sequence) * np.asarray(dep.data_parallel))
 
 
 @deployment_function
@@ -443,7 +467,8 @@ def check_fits(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> i
     m = dep.memory_per_gpu
     usable = usable_memory(acc, gpu_memory_utilization=dep.gpu_memory_utilization,
                            reserve_bytes=dep.reserve_bytes, memory_bytes=dep.memory_bytes)
-    weights = weight_bytes_per_gpu(model, weight_dtype=dep.weight_dtype, tensor_parallel=dep.tensor_parallel)
+    weights = weight_bytes_per_gpu(model, weight_dtype=dep.weight_dtype, tensor_parallel=dep.tensor_parallel,
+                                   expert_parallel=dep.expert_parallel)
     where = f"{model.name} does not fit on {acc.name} with tensor_parallel={int(dep.tensor_parallel)}"
     budget = (f"only {_fmt_gb(usable)} is usable ({float(dep.gpu_memory_utilization):g} x "
               f"{_fmt_gb(m)} - {_fmt_gb(float(dep.reserve_bytes))} reserve)")
@@ -455,8 +480,9 @@ def check_fits(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> i
     if weights > usable:
         raise ValueError(f"{where}: its {dep.weight_dtype} weights take {_fmt_gb(weights)} per GPU, "
                          f"but {budget}. {advice}; or store the weights in fewer bytes (fp8, int4).")
-    need = kv_bytes_for_batch(model, b, context_len, kv_dtype=dep.kv_dtype, tensor_parallel=dep.tensor_parallel,
-                              kv_sharding=dep.kv_sharding)
+    per_group = -(-b // int(dep.data_parallel))          # sequences of the fullest attention group
+    need = kv_bytes_for_batch(model, per_group, context_len, kv_dtype=dep.kv_dtype,
+                              tensor_parallel=dep.tensor_parallel, kv_sharding=dep.kv_sharding)
     raise ValueError(f"{where}: batch_size={b} x context_len={int(context_len)} needs "
                      f"{_fmt_gb(need)} of {dep.kv_dtype} KV cache per GPU, but the weights "
                      f"({_fmt_gb(weights)}) leave {_fmt_gb(usable - weights)} of the {_fmt_gb(usable)} "
@@ -527,9 +553,14 @@ def memory_footprint(model, batch_size=0, context_len=0, *, weight_dtype: str = 
     b = check_integer("batch_size", batch_size, minimum=0)
     s = check_context_len(model, context_len)
     check_dtype(weight_dtype, "weight_dtype")
+    check_dtype(kv_dtype, "kv_dtype")
     weights = parameter_count(model) * bytes_per_element(weight_dtype)
-    kv = b * s * (kv_bytes_per_token(model, kv_dtype) if np.any(b * s > 0) else 0.0)
-    total = weights + kv
+    with np.errstate(over="ignore", invalid="ignore"):
+        kv = b * s * (kv_bytes_per_token(model, kv_dtype) if np.any(b * s > 0) else 0.0)
+        total = weights + kv
+    if not np.all(np.isfinite(total)):
+        raise ValueError("batch_size x context_len is too large: the KV cache overflows a float "
+                         f"(batch_size = {np.max(b):g}, context_len = {np.max(s):g})")
     return {"weights": scalar_or_array(weights + 0 * total), "kv_cache": scalar_or_array(kv + 0 * total),
             "total": scalar_or_array(total)}
 
@@ -627,12 +658,16 @@ def kv_transfer_time(model, prompt_len, *, link_bandwidth, kv_dtype: str = "bf16
     2.11
     """
     model = get_model(model)
-    lp = check_nonnegative("prompt_len", prompt_len)
-    check_integer("prompt_len", lp, minimum=0)
+    lp = check_context_len(model, prompt_len, "prompt_len")
     b = check_integer("batch_size", batch_size, minimum=0)
     bw = check_positive("link_bandwidth", link_bandwidth)
     a = check_nonnegative("latency", latency)
-    return scalar_or_array(a + b * lp * kv_bytes_per_token(model, kv_dtype) / bw)
+    check_dtype(kv_dtype, "kv_dtype")
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = a + b * lp * kv_bytes_per_token(model, kv_dtype) / bw
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"batch_size = {np.max(b):g} or latency = {np.max(a):g} is too large: the time overflows")
+    return scalar_or_array(t)
 
 
 def kv_tokens_freed_per_step(batch_size, prompt_len, output_len):
@@ -674,7 +709,11 @@ def kv_tokens_freed_per_step(batch_size, prompt_len, output_len):
     lo = check_positive("output_len", output_len)
     if np.any(lo < 1):
         raise ValueError(f"output_len must be >= 1 token, got {np.min(lo):g}")
-    return scalar_or_array(b * (lp + lo) / lo)
+    with np.errstate(over="ignore", invalid="ignore"):
+        freed = b * (lp + lo) / lo
+    if not np.all(np.isfinite(freed)):
+        raise ValueError(f"batch_size = {np.max(b):g} or prompt_len = {np.max(lp):g} is too large: the result overflows")
+    return scalar_or_array(freed)
 
 
 # ---------------------------------------------------------------- paging

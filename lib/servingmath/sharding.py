@@ -1,5 +1,5 @@
 """Sharding a model over N GPUs: which tensor-parallel degrees are valid, what each GPU holds, and
-what an all-reduce costs.
+what an all-reduce (and an expert-parallel all-to-all) costs.
 
 The low layer of tensor parallelism, used by the deployment, the step model and
 the memory budget. The chapter "Tensor parallelism and the 8-GPU node" derives
@@ -48,7 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import (ValueFields, check_bool, check_choice, check_fraction, check_integer,
-                          check_nonnegative, check_positive, freeze_number, int_or_array, scalar_or_array)
+                          check_nonnegative, check_positive, check_scalar, freeze_number, int_or_array,
+                          scalar_or_array)
 from .datatypes import bytes_per_element, check_dtype
 from .hardware import Accelerator, get_accelerator
 from .models import get_model, has_shape, kv_projection_parameter_count, parameter_count, require_shape
@@ -61,6 +62,8 @@ __all__ = [
     "tensor_parallel_shares",
     "allreduce_time",
     "ring_allreduce_bytes",
+    "check_expert_parallel",
+    "alltoall_time",
     "AllReduce",
     "NCCL_NVLINK_ALLREDUCE",
     "NCCL_NVLINK_ALLREDUCE_TIME",
@@ -298,6 +301,111 @@ def allreduce_time(message_bytes, n_gpus, link_bandwidth, *, latency=0.0, base_l
     return scalar_or_array(result)
 
 
+def check_expert_parallel(model, expert_parallel, tensor_parallel=1):
+    """Check an expert-parallel degree EP against ``model`` and the attention's TP degree N; return EP.
+
+    Expert parallelism deals the E routed experts of every MoE layer out to EP
+    GPUs, E / EP whole experts each, and runs the rest of the model (attention,
+    shared experts, dense layers, embeddings) data-parallel in EP / N groups of
+    N tensor-parallel GPUs ("attention DP x expert EP", vLLM's
+    ``--enable-expert-parallel`` with EP = TP x DP). So EP must be 1 (no expert
+    parallelism), or divide E and be a multiple of N, on a mixture of experts.
+
+    Raises
+    ------
+    ValueError
+        Naming the degree, the model's experts and what is allowed.
+
+    Examples
+    --------
+    >>> int(check_expert_parallel("DeepSeek-V3", 8))
+    8
+    >>> check_expert_parallel("Mixtral-8x7B", 16)
+    Traceback (most recent call last):
+    ...
+    ValueError: expert_parallel = 16 cannot split Mixtral-8x7B's 8 routed experts: it must divide them. Allowed degrees: 1, 2, 4, 8
+    """
+    model = get_model(model)
+    ep = check_integer("expert_parallel", expert_parallel, minimum=1)
+    n = np.asarray(tensor_parallel)
+    if not np.any(ep > 1):
+        return ep
+    if not model.is_moe:
+        raise ValueError(f"expert_parallel = {int(np.max(ep))} needs a mixture of experts; {model.name} is dense "
+                         "(n_experts = 1): use tensor_parallel")
+    e = model.n_experts
+    epi = np.minimum(ep, 2**31).astype(np.int64)
+    allowed = ", ".join(str(d) for d in range(1, e + 1) if e % d == 0)
+    bad = (e % epi != 0)
+    if np.any(bad):
+        value = int(epi[bad].flat[0]) if np.ndim(epi) else int(epi)
+        raise ValueError(f"expert_parallel = {value} cannot split {model.name}'s {e} routed experts: it must "
+                         f"divide them. Allowed degrees: {allowed}")
+    ni = np.broadcast_to(np.asarray(n, dtype=np.int64), np.broadcast_shapes(np.shape(epi), np.shape(n)))
+    epb = np.broadcast_to(epi, ni.shape)
+    bad = (epb > 1) & (epb % np.maximum(ni, 1) != 0)
+    if np.any(bad):
+        raise ValueError(f"expert_parallel = {int(epb[bad].flat[0])} must be a multiple of tensor_parallel = "
+                         f"{int(ni[bad].flat[0])}: the EP GPUs form EP / N attention groups of N GPUs each")
+    return ep
+
+
+def alltoall_time(message_bytes, n_gpus, link_bandwidth, *, latency=0.0, base_latency=0.0):
+    """Seconds for an all-to-all in which each of ``n_gpus`` GPUs scatters ``message_bytes`` evenly.
+
+    Each GPU keeps 1/N of its message and sends 1/N to each of the N - 1 others
+    (an MoE dispatch: the hidden states of its tokens to the GPUs that hold
+    their experts; a combine: the results back).
+
+    Parameters
+    ----------
+    message_bytes : float or array
+        m, the bytes one GPU scatters, its own share included (>= 0).
+    n_gpus : int or array
+        N >= 1.
+    link_bandwidth : float or array
+        One-way bandwidth of each GPU's link, bytes/s.
+    latency, base_latency : float or array
+        alpha per peer message and alpha_0 per call, seconds (0 = physical bound).
+
+    Returns
+    -------
+    float or ndarray
+        Seconds; 0 for N = 1.
+
+    Notes
+    -----
+    Pairwise exchange, N - 1 messages of m / N bytes each:
+
+        t = alpha_0 + (N - 1) alpha + (N - 1) / N x m / beta       (N > 1).
+
+    The bandwidth term is a lower bound for a GPU whose link carries only its
+    own traffic (a switch such as NVSwitch): every byte that leaves the GPU
+    crosses its link once. Compared with a ring all-reduce of the same m
+    (2 (N - 1) / N x m / beta) it moves half the bytes.
+
+    References
+    ----------
+    R. Thakur, R. Rabenseifner and W. Gropp, "Optimization of collective
+    communication operations in MPICH", IJHPCA 19(1), 2005 (pairwise exchange
+    for all-to-all). Derived in the chapter "Mixture of experts".
+
+    Examples
+    --------
+    >>> round(alltoall_time(8e6, 8, 450e9) * 1e6, 2)     # µs: 7 MB leave each GPU
+    15.56
+    >>> alltoall_time(8e6, 1, 450e9)
+    0.0
+    """
+    m = check_nonnegative("message_bytes", message_bytes)
+    n = check_integer("n_gpus", n_gpus, minimum=1)
+    bw = check_positive("link_bandwidth", link_bandwidth)
+    a = check_nonnegative("latency", latency)
+    a0 = check_nonnegative("base_latency", base_latency)
+    result = (n > 1) * a0 + (n - 1) * a + (n - 1) / n * m / bw
+    return scalar_or_array(result)
+
+
 def ring_allreduce_bytes(message_bytes, n_gpus, *, ring_factor=True):
     """Bytes each GPU sends (and receives) in a ring all-reduce: 2 (N - 1) / N x m.
 
@@ -343,14 +451,18 @@ def allreduce_latency_bound_bytes(n_gpus, link_bandwidth, *, latency=0.0, base_l
     >>> allreduce_latency_bound_bytes(8, 4.5e10, latency=1e-6)   # bytes
     360000.0
     >>> round(allreduce_latency_bound_bytes(8, 450e9, latency=0.6e-6, base_latency=6.6e-6) / 1e6, 2)   # MB, NCCL
-    2.3
+    3.86
     """
     n = check_integer("n_gpus", n_gpus, minimum=2)
     bw = check_positive("link_bandwidth", link_bandwidth)
     a = check_nonnegative("latency", latency)
     a0 = check_nonnegative("base_latency", base_latency)
     factor = (n - 1) / n if check_bool("ring_factor", ring_factor) else 1.0
-    return scalar_or_array((a0 + 2 * (n - 1) * a) * bw / (2 * factor))
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = (a0 + 2 * (n - 1) * a) * bw / (2 * factor)
+    if not np.all(np.isfinite(m)):
+        raise ValueError("latency, base_latency or link_bandwidth is too large: the message size overflows")
+    return scalar_or_array(m)
 
 
 def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accelerator:
@@ -381,7 +493,9 @@ def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accel
     ('16 x TPU-v5e (pooled)', 256.0, 13.104)
     """
     acc = get_accelerator(accelerator)
-    n = int(check_integer("n_chips", n_chips, minimum=1))
+    n = int(check_integer("n_chips", check_scalar("n_chips", n_chips), minimum=1))
+    if n > 10**7:
+        raise ValueError(f"n_chips = {n} is more chips than any slice (at most 10^7)")
     return Accelerator.from_numbers(
         name or f"{n} x {acc.name} (pooled)",
         memory_bytes=n * acc.memory_bytes,
@@ -393,6 +507,9 @@ def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accel
 @dataclass(frozen=True, eq=False)
 class AllReduce(ValueFields):
     """How a tensor-parallel all-reduce is costed: the alpha-beta model of a ring.
+
+    The expert-parallel all-to-alls (dispatch and combine) are costed with the
+    same alpha, alpha_0, link efficiency and data type (:meth:`alltoall_time`).
 
     Attributes
     ----------
@@ -442,3 +559,9 @@ class AllReduce(ValueFields):
         bw = check_positive("link_bandwidth", link_bandwidth) * self.link_efficiency
         return allreduce_time(message_bytes, n_gpus, bw, latency=self.latency, base_latency=self.base_latency,
                               ring_factor=self.ring_factor)
+
+    def alltoall_time(self, message_bytes, n_gpus, link_bandwidth):
+        """Seconds for one all-to-all of ``message_bytes`` per GPU with the same alpha, alpha_0 and eta
+        (see :func:`alltoall_time`): the expert-parallel dispatch and combine."""
+        bw = check_positive("link_bandwidth", link_bandwidth) * self.link_efficiency
+        return alltoall_time(message_bytes, n_gpus, bw, latency=self.latency, base_latency=self.base_latency)
