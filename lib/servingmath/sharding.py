@@ -1,5 +1,5 @@
 """Sharding a model over N GPUs: which tensor-parallel degrees are valid, what each GPU holds, and
-what an all-reduce costs.
+what an all-reduce (and an expert-parallel all-to-all) costs.
 
 The low layer of tensor parallelism, used by the deployment, the step model and
 the memory budget. The chapter "Tensor parallelism and the 8-GPU node" derives
@@ -507,6 +507,9 @@ def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accel
 @dataclass(frozen=True, eq=False)
 class AllReduce(ValueFields):
     """How a tensor-parallel all-reduce is costed: the alpha-beta model of a ring.
+
+    The expert-parallel all-to-alls (dispatch and combine) are costed with the
+    same alpha, alpha_0, link efficiency and data type (:meth:`alltoall_time`).
 
     Attributes
     ----------
