@@ -11,7 +11,11 @@ The names follow llm-compressor / vLLM usage: ``W4A16`` is 4-bit weights with
 kernel and the math runs in bf16); ``W8A8-FP8`` is fp8 weights *and* fp8 math
 (Hopper and Ada tensor cores run it at twice the bf16 FLOP/s); ``+KV8`` adds an
 fp8 KV cache. Weight quantization leaves the KV cache in bf16 unless the
-scheme says otherwise.
+scheme says otherwise. The 4-bit float formats carry their block scales in
+their bytes per weight (NVFP4: 0.5625 B, one E4M3 scale per 16 values;
+MXFP4: 0.53125 B, one E8M0 scale per 32): ``W4A16-MXFP4`` and
+``W4A16-NVFP4`` are weight-only, ``W4A4-NVFP4`` and ``W4A4-MXFP4`` compute in
+fp4 at the fp4 tensor-core peak (Blackwell: twice fp8, four times bf16).
 
 What each byte does to a decode step (chapter "Quantization: fewer bytes, more
 tokens" derives all of it):
@@ -47,6 +51,7 @@ Scheme(name='W4A16', weight_dtype='int4', kv_dtype='bf16', compute_dtype='bf16')
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,8 +136,15 @@ _BASE = {  # name -> (weight_dtype, compute_dtype)
     "W4A16": ("int4", "bf16"),     # weight-only 4-bit (GPTQ, AWQ with Marlin-style kernels)
     "W8A8-FP8": ("fp8", "fp8"),    # fp8 weights and fp8 math (Hopper, Ada)
     "W8A8-INT8": ("int8", "int8"),  # int8 weights and int8 math (Ampere and later)
+    # 4-bit floats with block scales (datatypes.BLOCK_SCALE_BYTES): weight-only, dequantised to bf16
+    # (any GPU; e.g. Marlin-style FP4 kernels), or fp4 math on the tensor cores that have it (Blackwell:
+    # the catalog's fp4 peak, which NVFP4 and MXFP4 share)
+    "W4A16-MXFP4": ("mxfp4", "bf16"),
+    "W4A16-NVFP4": ("nvfp4", "bf16"),
+    "W4A4-MXFP4": ("mxfp4", "mxfp4"),
+    "W4A4-NVFP4": ("nvfp4", "nvfp4"),
 }
-#: Every named scheme: the five weight/math choices, each with a bf16 or an fp8 (``+KV8``) cache.
+#: Every named scheme: the nine weight/math choices, each with a bf16 or an fp8 (``+KV8``) cache.
 SCHEMES: dict[str, Scheme] = {}
 for _name, (_w, _c) in _BASE.items():
     SCHEMES[_name] = Scheme(_name, _w, "bf16", _c)
@@ -160,19 +172,26 @@ def get_scheme(scheme) -> Scheme:
 
 
 def default_schemes(accelerator) -> list[str]:
-    """The seven schemes the chapter compares, with the 8-bit math the accelerator has.
+    """The schemes the chapter compares, with the 8-bit (and 4-bit) math the accelerator has.
 
     W16A16, W8A16, W4A16, W8A8 (FP8 where the accelerator has an fp8 peak,
-    else INT8), and W16A16, W4A16, W8A8 with an fp8 KV cache.
+    else INT8), and W16A16, W4A16, W8A8 with an fp8 KV cache: seven schemes;
+    where the accelerator has an fp4 tensor-core peak (B200, GB200) also
+    W4A4-NVFP4 and W4A4-NVFP4+KV8, appended (the first seven keep their places).
 
     >>> default_schemes("A100")[3]
     'W8A8-INT8'
     >>> default_schemes("H100")[3]
     'W8A8-FP8'
+    >>> default_schemes("B200")[7:]
+    ['W4A4-NVFP4', 'W4A4-NVFP4+KV8']
     """
     acc = get_accelerator(accelerator)
     w8a8 = "W8A8-FP8" if "fp8" in acc.dense_flops else "W8A8-INT8"
-    return ["W16A16", "W8A16", "W4A16", w8a8, "W16A16+KV8", "W4A16+KV8", w8a8 + "+KV8"]
+    names = ["W16A16", "W8A16", "W4A16", w8a8, "W16A16+KV8", "W4A16+KV8", w8a8 + "+KV8"]
+    if "nvfp4" in acc.dense_flops:
+        names += ["W4A4-NVFP4", "W4A4-NVFP4+KV8"]
+    return names
 
 
 def _supports(acc, scheme: Scheme) -> None:
@@ -198,7 +217,32 @@ def with_scheme(dep: Deployment, scheme) -> Deployment:
     return dep.replace(**s.dtypes)
 
 
-@deployment_function
+_SCHEME_DTYPES = ("weight_dtype", "kv_dtype", "compute_dtype")
+
+
+def _scheme_function(func):
+    """:func:`~servingmath.deployment.deployment_function` that refuses the data types as keyword options.
+
+    The scheme sets all three data types, so a ``weight_dtype=`` (or ``kv_dtype=``,
+    ``compute_dtype=``) next to it would be silently replaced; it is refused instead.
+    """
+    wrapped = deployment_function(func)
+
+    @functools.wraps(wrapped)
+    def wrapper(*args, **kwargs):
+        for name in _SCHEME_DTYPES:
+            if name in kwargs:
+                raise ValueError(f"{func.__name__}: {name} is set by the scheme; give scheme= (a Scheme or "
+                                 f"a name such as 'W4A16'), not {name}={kwargs[name]!r}")
+        return wrapped(*args, **kwargs)
+
+    sig = wrapped.__signature__
+    wrapper.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                                    if p.name not in _SCHEME_DTYPES])
+    return wrapper
+
+
+@_scheme_function
 def scheme_step_time(dep: Deployment, batch_size, context_len, *, scheme="W16A16"):
     """Seconds per decode step (the TPOT) of ``batch_size`` sequences under a quantization scheme.
 
@@ -233,7 +277,7 @@ def scheme_step_time(dep: Deployment, batch_size, context_len, *, scheme="W16A16
     return decode_step_time(with_scheme(dep, scheme), batch_size, context_len)
 
 
-@deployment_function
+@_scheme_function
 def tpot_floor(dep: Deployment, context_len, *, scheme="W16A16"):
     """The fastest TPOT a scheme allows: the step time at batch 1, in seconds.
 
@@ -247,7 +291,7 @@ def tpot_floor(dep: Deployment, context_len, *, scheme="W16A16"):
     return decode_step_time(with_scheme(dep, scheme), 1, context_len)
 
 
-@deployment_function
+@_scheme_function
 def scheme_knee(dep: Deployment, context_len=0, *, scheme="W16A16"):
     """The knee B* of decode under a scheme (:func:`servingmath.decode.knee_batch_size`).
 
@@ -266,7 +310,7 @@ def scheme_knee(dep: Deployment, context_len=0, *, scheme="W16A16"):
     return knee_batch_size(with_scheme(dep, scheme), context_len)
 
 
-@deployment_function
+@_scheme_function
 def scheme_max_batch(dep: Deployment, context_len, *, scheme="W16A16", block_size=1):
     """The memory wall under a scheme: :func:`servingmath.memory.max_batch_size` with its dtypes.
 
@@ -331,7 +375,7 @@ def tokens_per_byte(model, batch_size, context_len, *, scheme="W16A16", tensor_p
     return scalar_or_array(b / np.asarray(work.memory_bytes))
 
 
-@deployment_function
+@_scheme_function
 def max_batch_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W16A16", max_batch=None):
     """The operating batch under a TPOT SLO: the largest B that fits in memory with T(B) <= tau.
 
@@ -371,7 +415,7 @@ def max_batch_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W16
     return max_batch_for_tpot(dep, context_len, tpot_slo=tpot_slo, max_batch=cap, method="numeric")
 
 
-@deployment_function
+@_scheme_function
 def throughput_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W16A16", max_batch=None):
     """Output tokens/s of the instance at the best batch that meets the TPOT SLO and fits in memory.
 
@@ -409,7 +453,7 @@ def _limit(b_op, b_mem):
     return binding_limit({"memory": b_mem, "TPOT SLO": b_op}, order=("memory", "TPOT SLO"))[1]
 
 
-@deployment_function
+@_scheme_function
 def compare_schemes(dep: Deployment, context_len, *, tpot_slo, schemes=None) -> list[dict]:
     """One row per scheme: TPOT floor, knee, memory wall and throughput at a TPOT SLO.
 

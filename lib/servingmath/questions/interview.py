@@ -8,7 +8,7 @@ a hint. Each question's ``chapter`` names the chapter it draws on, so the drill
 (``python -m servingmath.drill --chapter decode``) finds it there as well as
 under ``interview``.
 
-Every question is asked in ``solutions/15_interview_rehearsal.ipynb``; the
+Every question is asked in ``solutions/17_interview_rehearsal.ipynb``; the
 chapter "Interview rehearsal" works through them with the numbers.
 
 Writing a wrong claim

@@ -26,7 +26,8 @@ from collections import deque
 
 import numpy as np
 
-from ..models import get_model, kv_bytes_per_token
+from ..memory import kv_transfer_time
+from ..models import get_model
 from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps
 from .config import ChunkedPrefill, ContinuousBatching, Disaggregated, SpeculativeByLoad
 from .fleet import (CentralQueue, FleetConfig, LeastLoaded, PrefixAffinity, Random, RateScaling,
@@ -221,9 +222,11 @@ class Engine:
             if srv.pipeline_parallel > 1:
                 raise ValueError("pipeline_parallel > 1 is not simulated in a Disaggregated deployment")
         psteps, dsteps = pserver.build_step_times(), dserver.build_step_times()
-        kv_bytes = (kv_bytes_per_token(psteps.model, psteps.deployment.kv_dtype)
-                    if isinstance(psteps, LibraryStepTimes) else 0.0)
-        transfer = (float(policy.transfer_latency), kv_bytes / float(policy.link_bandwidth))
+        # memory.kv_transfer_time is affine in the prompt: latency + L_p x (seconds per token)
+        per_token = (float(kv_transfer_time(psteps.model, 1, link_bandwidth=policy.link_bandwidth,
+                                            kv_dtype=psteps.deployment.kv_dtype))
+                     if isinstance(psteps, LibraryStepTimes) else 0.0)
+        transfer = (float(policy.transfer_latency), per_token)
         cap_p = self._prefill_cap(pserver, policy.max_prefill_tokens)
         self.prefill_kv_capacity = pserver.kv_capacity(psteps)
         draft = self._draft_for(dsteps, config.speculative)
