@@ -241,6 +241,25 @@ def test_rate_scaling_follows_a_diurnal_day_with_n_plus_one_headroom():
     assert res.slo_attainment(ttft_slo=1.0, tpot_slo=0.05) > 0.95
 
 
+@pytest.mark.parametrize("policy", [sim.ContinuousBatching(), sim.ChunkedPrefill(token_budget=256),
+                                    sim.ContinuousBatching(block_size=16, priority_preemption=True),
+                                    sim.ChunkedPrefill(watermark=0.01, priority_preemption=True)])
+@pytest.mark.parametrize("speculative", [None, sim.Speculative(num_draft_tokens=3, acceptance_rate=0.6,
+                                                                draft_step_time=1e-3)])
+def test_the_routers_count_of_outstanding_tokens_returns_to_zero(policy, speculative):
+    # every token added at routing (prompt + output) is taken off once it is computed, preemptions
+    # (recomputed prompts) included: the least-loaded router's measure does not drift
+    from servingmath.simulate.engine import Engine
+
+    small = sim.Server(LLAMA, H100, kv_capacity_tokens=20_000)
+    work = chat_workload(600, seed=1).with_priorities(0.3, seed=1).with_shared_prefixes(5, 300, seed=1)
+    config = sim.FleetConfig(replicas=[sim.Replica(small, policy, speculative)] * 3, router=sim.LeastLoaded(),
+                             workload=work, arrivals=Poisson(40.0))
+    engine = Engine(config, 0).run()
+    assert sum(engine.preemptions) > 0                 # the case that could drift happened
+    assert [inst.work for inst in engine.instances] == [0, 0, 0]
+
+
 # ---- invariants over random fleets --------------------------------------------------------------------------
 routers = st.sampled_from(ROUTERS)
 replica_kinds = st.sampled_from([

@@ -265,9 +265,9 @@ class _Instance:
         if victim in self.decoding:
             self._stop_decoding(victim)
             self._release(victim)
-        else:  # a partly prefilled prompt (chunked prefill): its progress is lost
+            self.work += e.prompt[victim] + e.produced[victim]     # to prefill again
+        else:  # a partly prefilled prompt (chunked prefill): its progress is lost (still counted in work)
             self._drop_prefill(victim)
-        self.work += e.prompt[victim] + e.produced[victim]     # to prefill again
         e.preemptions[victim] += 1
         self.waiting[worst].appendleft(victim)
         self.n_waiting += 1
@@ -925,3 +925,30 @@ class _Featured:
         if self.draft is not None and (self.switch is None or self.spec is not None):
             t += self.draft.iteration_time(tokens, kv, pairs, len(lengths))
         return t
+
+
+class _Tracked:
+    """A plain instance in a fleet whose router reads its outstanding tokens (``work``): the short
+    paths of :class:`_Instance`, plus the bookkeeping of ``work`` and ``drain``."""
+
+    __slots__ = ()
+
+    def _emit_prefill_token(self, rid, t):
+        e = self.e
+        self.work -= e.prompt[rid] + e.produced[rid] + 1
+        super()._emit_prefill_token(rid, t)
+
+    def _apply_decode(self, t):
+        K = self.seg[1]
+        if K:
+            self.work -= self.action if self.spec is not None else K * self.B
+        super()._apply_decode(t)
+
+    def _plan_decode(self, t):
+        super()._plan_decode(t)
+        if self.kind == _DECODE:
+            t0, K, A, beta, S, grow = self.seg
+            if t0 == t and self.spec is None:
+                self.drain = K * self.B / (K * A + beta * (K * S + grow * K * (K - 1) * 0.5))
+            else:
+                self.drain = 0.0

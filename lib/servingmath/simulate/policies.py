@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import heapq
 
-from .instance import INF, _IDLE, _MIXED, _PREFILL, _STATIC, _TIMEOUT, _TRANSFER, _WAKE, _Featured, _Instance
+from .instance import (INF, _IDLE, _MIXED, _PREFILL, _STATIC, _TIMEOUT, _TRANSFER, _WAKE, _Featured, _Instance,
+                       _Tracked)
 
 class PrefillFirst(_Instance):
     """Continuous batching, prefill first (vLLM v0): admit and prefill, else decode."""
@@ -488,3 +489,20 @@ class StaticFeatured(_Featured, Static):
     """:class:`Static` in a fleet that reads its load or feeds it from a central queue."""
 
     __slots__ = ()
+
+
+class PrefillFirstTracked(_Tracked, PrefillFirst):
+    """:class:`PrefillFirst` in a fleet whose router reads its outstanding tokens."""
+
+    __slots__ = ()
+
+
+class ChunkedTracked(_Tracked, Chunked):
+    """:class:`Chunked` in a fleet whose router reads its outstanding tokens."""
+
+    __slots__ = ()
+
+    def _apply_mixed(self, t):
+        if self.B:
+            self.work -= self.action[1]          # the decodes' tokens of this iteration
+        super()._apply_mixed(t)
