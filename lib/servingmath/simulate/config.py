@@ -537,10 +537,13 @@ class SpeculativeByLoad:
     -----
     vLLM v0 disables speculation for a whole batch when ``running_queue_size >=
     speculative_disable_by_batch_size`` (one threshold) and, once disabled, never
-    re-enables it for the requests of that batch (``spec_decode_worker.py``,
-    ``_should_disable_all_speculation``; the draft is not run, so its KV falls
-    behind). The model here lets every request switch back, paying the draft's
-    catch-up: the better policy of the two.
+    re-enables it for the requests of that batch (``vllm/spec_decode/spec_decode_worker.py``:
+    ``_should_disable_all_speculation`` compares ``running_queue_size``;
+    ``_maybe_disable_speculative_tokens`` sets ``num_speculative_tokens = 0``, "disabled
+    forever"; ``_run_no_spec(skip_proposer=True)`` does not run the draft, so its KV
+    falls behind; read 2026-11 in the stored version at commit
+    00b974dbffec005d4b6d379833e9f3c100dddd3e). The model here lets every request
+    switch back, paying the draft's catch-up.
 
     Examples
     --------
