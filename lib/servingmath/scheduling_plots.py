@@ -433,7 +433,9 @@ def plot_percentiles(ax, sweeps: dict, metric: str = "ttft", colors: dict | None
     Parameters
     ----------
     ax : matplotlib Axes
-    sweeps : dict of name -> RateSweep
+    sweeps : dict of name -> RateSweep, or name -> sequence of RateSweep (one per seed,
+        :func:`rate_sweeps`): then the curve is the mean over the seeds and a band
+        shows its 95 % confidence interval (:func:`seed_interval`).
     metric : {"ttft", "tpot", "itl"}
     colors : dict of name -> colour, optional
     percentiles : subset of (50, 99)
@@ -445,9 +447,15 @@ def plot_percentiles(ax, sweeps: dict, metric: str = "ttft", colors: dict | None
     styles = {50: dict(ls="--", lw=1.2), 99: dict(ls="-", lw=2.0)}
     for k, (name, sweep) in enumerate(sweeps.items()):
         color = (colors or {}).get(name, f"C{k}")
+        runs = [sweep] if isinstance(sweep, RateSweep) else list(sweep)
         for q in percentiles:
-            ax.plot(sweep.rates, sweep.percentile(metric, q) / time_unit, marker="o", ms=3,
-                    color=color, label=f"{name} P{q}", **styles[q])
+            values = np.array([r.percentile(metric, q) for r in runs]) / time_unit
+            mean = values.mean(axis=0)
+            ax.plot(runs[0].rates, mean, marker="o", ms=3, color=color, label=f"{name} P{q}", **styles[q])
+            if len(runs) > 1:
+                _, half = seed_interval(values)
+                ax.fill_between(runs[0].rates, np.maximum(mean - half, mean / 10), mean + half, color=color,
+                                alpha=0.15, lw=0)
     if log:
         log_axis(ax, "y")
     ax.set_xlabel("offered load per GPU (requests/s)")
