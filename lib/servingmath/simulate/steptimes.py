@@ -151,6 +151,7 @@ class LibraryStepTimes(_Iterations):
         # NCCL "auto" all-reduces are not affine in the tokens: tabulated per token count instead
         self._comm_affine = deployment.allreduce.is_affine or self.tensor_parallel == 1
         self._comm: list[float] = []
+        self._kv_tokens: int | None = None
         # MoE: the stationary weight read per token count, tabulated on demand
         self._wm: list[float] = []
 
@@ -185,6 +186,8 @@ class LibraryStepTimes(_Iterations):
 
     def kv_capacity_tokens(self) -> int:
         """KV-cache tokens that fit: :func:`servingmath.memory.max_kv_tokens` of the deployment."""
+        if self._kv_tokens is not None:        # the deployment is frozen: computed once per table
+            return self._kv_tokens
         tokens = max_kv_tokens(self.deployment)
         if tokens <= 0:
             d = self.deployment
@@ -193,7 +196,8 @@ class LibraryStepTimes(_Iterations):
                 f"{self.tensor_parallel} x {self.accelerator.name} at gpu_memory_utilization="
                 f"{float(d.gpu_memory_utilization):g}; raise tensor_parallel, store the weights in fewer bytes, "
                 "or give kv_capacity_tokens")
-        return int(tokens)
+        self._kv_tokens = int(tokens)
+        return self._kv_tokens
 
     def iteration_time(self, tokens: int, kv_tokens: float, attention_pairs: float,
                        logits: int) -> float:
