@@ -244,11 +244,15 @@ CONVENTIONS = (
 
 
 def get_convention(name: str) -> Convention:
-    """Look up a convention by name (close matches on a typo)."""
+    """Look up a convention by name (close matches on a typo).
+
+    >>> get_convention("kv_sharding").option
+    'deployment option kv_sharding'
+    """
     for c in CONVENTIONS:
         if c.name == name:
             return c
-    raise unknown_name("convention", name, [c.name for c in CONVENTIONS])
+    raise unknown_name("convention name", name, [c.name for c in CONVENTIONS])
 
 
 def conventions_table(width: int = 110) -> str:

@@ -58,7 +58,7 @@ import numpy as np
 
 from ._validation import bisect_increasing, check_integer, scalar_or_array
 from .deployment import Deployment, deployment_function
-from .models import matmul_parameter_count, require_shape
+from .models import check_context_len, matmul_parameter_count, require_shape
 from .step import Iteration, combine, iteration_work, time_parts, work_coefficients
 
 __all__ = [
@@ -432,6 +432,16 @@ def communication_bound_tensor_parallel(dep: Deployment, batch_size, context_len
     """
     n_layers, width = require_shape(dep.model, "n_layers", "hidden_size",
                                     needed_for="the all-reduces of tensor parallelism")
+    check_integer("batch_size", batch_size, minimum=1)
+    check_context_len(dep.model, context_len)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        result = _communication_bound(dep, batch_size, context_len, n_layers, width)
+    if not all(np.all(np.isfinite(result[k])) for k in ("tensor_parallel", "latency", "transfer")):
+        raise ValueError(f"batch_size = {np.max(batch_size):g} is too large: the step time overflows")
+    return result
+
+
+def _communication_bound(dep, batch_size, context_len, n_layers, width):
     one = dep.replace(tensor_parallel=1)
     parts = time_parts(one, iteration_work(one, Iteration.decode(one.model, sequences=batch_size,
                                                                  context_len=context_len)))
@@ -449,9 +459,8 @@ def communication_bound_tensor_parallel(dep: Deployment, batch_size, context_len
     qa = 4.0 * L * a
     qb = 2.0 * L * a0 - 4.0 * L * a + 4.0 * L * mb
     qc = -(4.0 * L * mb + t1) if ar.ring_factor else -t1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        disc = np.sqrt(qb * qb - 4.0 * qa * qc)
-        root = np.where(qa > 0, (-qb + disc) / (2.0 * qa), -qc / qb)
+    disc = np.sqrt(qb * qb - 4.0 * qa * qc)
+    root = np.where(qa > 0, (-qb + disc) / (2.0 * np.where(qa > 0, qa, 1.0)), -qc / np.where(qb != 0, qb, 1.0))
     n_star = np.maximum(1.0, root)
     factor = (n_star - 1.0) / n_star if ar.ring_factor else 1.0
     latency = 2.0 * L * (a0 + 2.0 * (n_star - 1.0) * a)

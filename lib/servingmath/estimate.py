@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import UnknownNameError, check_integer
+from ._validation import UnknownNameError, check_integer, check_scalar
 from .datatypes import DTYPES
 from .decode import decode_step_parts, knee_batch_size
 from .deployment import Deployment, auto_compute_dtype
 from .hardware import get_accelerator, list_accelerators
 from .memory import kv_bytes_for_batch, max_batch_size, usable_memory, weight_bytes_per_gpu
-from .models import MissingShapeError, get_model, list_models, load_model_config, model_from_totals
+from .models import (MissingShapeError, check_context_len, get_model, list_models, load_model_config,
+                     model_from_totals)
 from .prefill import prefill_time
 from .settings import SETTINGS, setting_options
 from .sharding import pooled_slice
@@ -163,13 +164,29 @@ def estimate(model, accelerator, batch_size, context_len, *, prompt_len=None, te
     Estimate
         ``.values[setting][key]`` for the keys of :data:`FORMULAS`; ``str()``
         or a notebook cell shows the table.
+
+    Notes
+    -----
+    Every number is a library function of the same deployment (see
+    :data:`FORMULAS`); the realistic column rebuilds the deployment with
+    ``setting="realistic"``. Derived in the chapter "How to use this book".
+
+    Examples
+    --------
+    >>> e = estimate("Llama-3.1-8B", "H100", 64, 2048)
+    >>> e.values["physical"]["binds"], round(e.values["physical"]["knee"], 1)
+    ('HBM (KV)', 295.4)
     """
     model = get_model(model)
     acc = get_accelerator(accelerator)
-    n = int(check_integer("tensor_parallel", tensor_parallel, minimum=1))
-    b = int(check_integer("batch_size", batch_size, minimum=1))
-    s = int(check_integer("context_len", context_len, minimum=1))
-    lp = s if prompt_len is None else int(check_integer("prompt_len", prompt_len, minimum=1))
+    n = int(check_integer("tensor_parallel", check_scalar("tensor_parallel", tensor_parallel), minimum=1))
+    b = int(check_integer("batch_size", check_scalar("batch_size", batch_size), minimum=1))
+    s = int(check_context_len(model, check_integer("context_len", check_scalar("context_len", context_len),
+                                                   minimum=1)))
+    lp = s if prompt_len is None else int(check_context_len(model, check_integer(
+        "prompt_len", check_scalar("prompt_len", prompt_len), minimum=1), "prompt_len"))
+    if b > 10**9:
+        raise ValueError(f"batch_size = {b:g} is more sequences than any server holds (at most 10^9)")
     if compute_dtype == "auto":
         compute_dtype = auto_compute_dtype(weight_dtype, acc)
     run_acc, run_tp = (pooled_slice(acc, n), 1) if pooled else (acc, n)

@@ -553,9 +553,14 @@ def memory_footprint(model, batch_size=0, context_len=0, *, weight_dtype: str = 
     b = check_integer("batch_size", batch_size, minimum=0)
     s = check_context_len(model, context_len)
     check_dtype(weight_dtype, "weight_dtype")
+    check_dtype(kv_dtype, "kv_dtype")
     weights = parameter_count(model) * bytes_per_element(weight_dtype)
-    kv = b * s * (kv_bytes_per_token(model, kv_dtype) if np.any(b * s > 0) else 0.0)
-    total = weights + kv
+    with np.errstate(over="ignore", invalid="ignore"):
+        kv = b * s * (kv_bytes_per_token(model, kv_dtype) if np.any(b * s > 0) else 0.0)
+        total = weights + kv
+    if not np.all(np.isfinite(total)):
+        raise ValueError("batch_size x context_len is too large: the KV cache overflows a float "
+                         f"(batch_size = {np.max(b):g}, context_len = {np.max(s):g})")
     return {"weights": scalar_or_array(weights + 0 * total), "kv_cache": scalar_or_array(kv + 0 * total),
             "total": scalar_or_array(total)}
 
@@ -653,12 +658,16 @@ def kv_transfer_time(model, prompt_len, *, link_bandwidth, kv_dtype: str = "bf16
     2.11
     """
     model = get_model(model)
-    lp = check_nonnegative("prompt_len", prompt_len)
-    check_integer("prompt_len", lp, minimum=0)
+    lp = check_context_len(model, prompt_len, "prompt_len")
     b = check_integer("batch_size", batch_size, minimum=0)
     bw = check_positive("link_bandwidth", link_bandwidth)
     a = check_nonnegative("latency", latency)
-    return scalar_or_array(a + b * lp * kv_bytes_per_token(model, kv_dtype) / bw)
+    check_dtype(kv_dtype, "kv_dtype")
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = a + b * lp * kv_bytes_per_token(model, kv_dtype) / bw
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"batch_size = {np.max(b):g} or latency = {np.max(a):g} is too large: the time overflows")
+    return scalar_or_array(t)
 
 
 def kv_tokens_freed_per_step(batch_size, prompt_len, output_len):
@@ -700,7 +709,11 @@ def kv_tokens_freed_per_step(batch_size, prompt_len, output_len):
     lo = check_positive("output_len", output_len)
     if np.any(lo < 1):
         raise ValueError(f"output_len must be >= 1 token, got {np.min(lo):g}")
-    return scalar_or_array(b * (lp + lo) / lo)
+    with np.errstate(over="ignore", invalid="ignore"):
+        freed = b * (lp + lo) / lo
+    if not np.all(np.isfinite(freed)):
+        raise ValueError(f"batch_size = {np.max(b):g} or prompt_len = {np.max(lp):g} is too large: the result overflows")
+    return scalar_or_array(freed)
 
 
 # ---------------------------------------------------------------- paging

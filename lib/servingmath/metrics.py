@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_array, check_choice, check_fraction, check_integer, check_nonnegative, check_positive
+from ._validation import (as_array, check_choice, check_fraction, check_integer, check_nonnegative,
+                          check_positive, check_scalar)
 
 __all__ = [
     "time_to_first_token",
@@ -57,7 +58,7 @@ DECODE_STEP_COUNTS = ("n-1", "n")
 
 
 def _token_times(arrival_time, token_times) -> tuple[float, np.ndarray]:
-    arrival = float(as_array("arrival_time", arrival_time))
+    arrival = float(as_array("arrival_time", check_scalar("arrival_time", arrival_time)))
     times = as_array("token_times", token_times)
     if times.ndim != 1 or times.size == 0:
         raise ValueError(f"token_times must be a non-empty 1-D list of times, got shape {times.shape}")
@@ -159,7 +160,8 @@ def percentile(values, q) -> float:
     v = as_array("values", values)
     if v.size == 0:
         raise ValueError("values must not be empty")
-    check_fraction("q / 100", np.asarray(q, dtype=float) / 100.0)
+    q = float(as_array("q", check_scalar("q", q)))
+    check_fraction("q / 100", q / 100.0)
     return float(np.percentile(v, q))
 
 

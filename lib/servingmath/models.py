@@ -42,6 +42,7 @@ Examples
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, replace
 from functools import cache
@@ -50,8 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._validation import check_choice, check_integer, check_nonnegative, scalar_or_array, unknown_name
-from .datatypes import bytes_per_element
+from ._validation import check_choice, check_integer, check_nonnegative, check_scalar, scalar_or_array, unknown_name
+from .datatypes import bytes_per_element, check_dtype
 
 __all__ = [
     "ModelConfig",
@@ -345,7 +346,7 @@ class ModelTotals:
     def __post_init__(self):
         def number(field, value, positive=False):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                    or not np.isfinite(value) or value < 0 or (positive and value == 0):
+                    or not math.isfinite(float(value)) or value < 0 or (positive and value == 0):
                 need = "a number > 0" if positive else "a number >= 0"
                 raise ValueError(f"{field} must be {need}, got {value!r} (model {self.name!r})")
             return float(value)
@@ -359,7 +360,7 @@ class ModelTotals:
         if self.kv_projection_parameters is not None:
             set_(self, "kv_projection_parameters",
                  number("kv_projection_parameters", self.kv_projection_parameters))
-        bytes_per_element(self.kv_bytes_dtype)
+        check_dtype(self.kv_bytes_dtype, "kv_dtype")
         shapes = dict(self.shapes)
         for key, value in shapes.items():
             if key not in SHAPE_NAMES:
@@ -561,6 +562,7 @@ def model_from_totals(*, parameters=None, matmul_parameters=None, kv_bytes_per_t
     ...
     servingmath.models.MissingShapeError: model 'totals' was given by its totals without n_layers (transformer layers L); give n_layers= to model_from_totals for this function
     """
+    check_dtype(kv_dtype, "kv_dtype")
     shapes = {k: v for k, v in [("n_layers", n_layers), ("hidden_size", hidden_size), ("n_heads", n_heads),
                                 ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("vocab_size", vocab_size),
                                 ("ffn_size", ffn_size)] if v is not None}
@@ -595,14 +597,20 @@ def model_from_totals(*, parameters=None, matmul_parameters=None, kv_bytes_per_t
                        source=source)
 
 
+def _check_shape_name(parameter, name):
+    if not isinstance(name, str):
+        raise TypeError(f"{parameter} must be shape names (strings such as 'n_layers'), got {name!r}")
+    if name not in SHAPE_NAMES:
+        raise unknown_name(f"{parameter} entry (a shape)", name, SHAPE_NAMES)
+
+
 def has_shape(model, name: str) -> bool:
     """True when ``model`` states the shape ``name`` (a :class:`ModelConfig` states them all).
 
     >>> has_shape("Llama-3.1-8B", "n_layers"), has_shape(model_from_totals(parameters=7e9), "n_layers")
     (True, False)
     """
-    if name not in SHAPE_NAMES:
-        raise unknown_name("shape", name, SHAPE_NAMES)
+    _check_shape_name("name", name)
     model = get_model(model)
     if isinstance(model, ModelTotals):
         return name in dict(model.shapes)
@@ -619,6 +627,10 @@ def require_shape(model, *names: str, needed_for: str):
     ...
     servingmath.models.MissingShapeError: the all-reduces need n_layers and hidden_size (transformer layers L, model width D), which model 'totals' (given by its totals) does not state: give n_layers=, hidden_size= to model_from_totals
     """
+    if not isinstance(needed_for, str) or not needed_for:
+        raise TypeError(f"needed_for must say what needs the shapes (a string), got {needed_for!r}")
+    for n in names:
+        _check_shape_name("names", n)
     model = get_model(model)
     missing = [n for n in names if not has_shape(model, n)]
     if missing:
@@ -706,7 +718,7 @@ def with_kv_heads(model, n_kv_heads: int, *, weights: str = "recompute"):
     """
     model = get_model(model)
     check_choice("weights", weights, GQA_WEIGHTS)
-    k_new = int(check_integer("n_kv_heads", n_kv_heads, minimum=1))
+    k_new = int(check_integer("n_kv_heads", check_scalar("n_kv_heads", n_kv_heads), minimum=1))
     if isinstance(model, ModelConfig):
         if model.n_heads % k_new:
             raise ValueError(f"n_kv_heads = {k_new} must divide {model.name}'s {model.n_heads} query heads")

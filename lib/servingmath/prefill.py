@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import (bisect_increasing, check_bool, check_choice, check_integer, check_nonnegative,
-                          check_positive, scalar_or_array)
+                          check_positive, check_scalar, scalar_or_array)
 from .deployment import Deployment, deployment_function
 from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, get_model,
                      lm_head_parameter_count)
@@ -444,26 +444,31 @@ def chunked_prefill_time(dep: Deployment, prompt_len, *, chunk_size=None, token_
     """
     if not dep.is_scalar:
         raise ValueError("chunked_prefill_time takes a scalar deployment (one configuration)")
-    lp = int(check_integer("prompt_len", prompt_len, minimum=1))
-    bd = int(check_integer("decode_batch", decode_batch, minimum=0))
+    lp = int(check_context_len(dep.model, check_integer("prompt_len", check_scalar("prompt_len", prompt_len),
+                                                        minimum=1), "prompt_len"))
+    bd = int(check_integer("decode_batch", check_scalar("decode_batch", decode_batch), minimum=0))
+    s = check_context_len(dep.model, check_scalar("decode_context", decode_context), "decode_context")
     if (chunk_size is None) == (token_budget is None):
         raise ValueError("give chunk_size= (prompt tokens per iteration) or token_budget= (all tokens per "
                          "iteration, decodes included), not both or neither")
     if chunk_size is not None:
-        chunk = int(check_integer("chunk_size", chunk_size, minimum=1))
+        chunk = int(check_integer("chunk_size", check_scalar("chunk_size", chunk_size), minimum=1))
     else:
-        budget = int(check_integer("token_budget", token_budget, minimum=1))
+        budget = int(check_integer("token_budget", check_scalar("token_budget", token_budget), minimum=1))
         chunk = budget - bd
         if chunk < 1:
             raise ValueError(f"token_budget = {budget} leaves no prompt tokens after decode_batch = {bd} "
                              "decodes (one token each): raise token_budget or lower decode_batch")
     logits_all = check_bool("all_logits", all_logits)
+    if -(-lp // chunk) > 100_000:
+        raise ValueError(f"prompt_len = {lp} in chunks of {chunk} is {-(-lp // chunk)} iterations: more than "
+                         "100000; give a larger chunk_size or token_budget")
     starts = np.arange(0, lp, chunk)
     sizes = np.minimum(chunk, lp - starts)
     logits = sizes if logits_all else (starts + sizes == lp).astype(int)
     it = Iteration.of(dep.model, sequences=1, new_tokens=sizes, cached_tokens=starts, logits=logits)
     if bd:
-        it = it + Iteration.decode(dep.model, sequences=bd, context_len=decode_context)
+        it = it + Iteration.decode(dep.model, sequences=bd, context_len=float(s))
     steps = np.asarray(combine(dep.overlap, time_parts(dep, iteration_work(dep, it))), dtype=float)
     steps = np.broadcast_to(steps, sizes.shape)
     return steps.copy() if check_bool("per_step", per_step) else float(steps.sum())

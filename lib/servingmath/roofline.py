@@ -795,6 +795,12 @@ def sharded_matmul_times(accelerator, batch, d_in, d_out, *, n_shards, sharded: 
         peak = acc.peak_flops(compute_dtype)
     except ValueError as exc:
         raise ValueError(f"compute_dtype: {exc}") from None
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _sharded_times(acc, b, d, f, n, bw_w, ba, peak, m, u, eta, factor, sharded, link_bandwidth)
+
+
+def _sharded_times(acc, b, d, f, n, bw_w, ba, peak, m, u, eta, factor, sharded, link_bandwidth):
+    b, d, f, n = (np.asarray(x, dtype=float) for x in (b, d, f, n))
     compute = 2.0 * b * d * f / (n * peak * m)
     if sharded == "contracting":
         hbm = (d * f * bw_w + b * d * ba) / n + b * f * ba
@@ -805,6 +811,8 @@ def sharded_matmul_times(accelerator, batch, d_in, d_out, *, n_shards, sharded: 
     memory = hbm / (acc.memory_bandwidth * u)
     link = np.where(n > 1, sent, 0.0) / (_link_bandwidth(acc, link_bandwidth) * eta)
     stacked = np.broadcast_arrays(compute, memory, link)
+    if not all(np.all(np.isfinite(x)) for x in stacked):
+        raise ValueError("batch, d_in, d_out or n_shards is too large: the times overflow a float")
     names = np.array(["compute", "memory", "link"])
     bound = names[np.argmax(np.stack(stacked), axis=0)]
     return {"compute": scalar_or_array(stacked[0]), "memory": scalar_or_array(stacked[1]),
@@ -839,7 +847,11 @@ def training_flops(parameters, tokens, *, flops_per_parameter_token=6.0):
     n = _parameters(parameters)
     d = check_nonnegative("tokens", tokens)
     k = check_positive("flops_per_parameter_token", flops_per_parameter_token)
-    return scalar_or_array(k * n * d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        flops = k * n * d
+    if not np.all(np.isfinite(flops)):
+        raise ValueError(f"parameters x tokens is too large: {np.max(n):g} x {np.max(d):g} overflows a float")
+    return scalar_or_array(flops)
 
 
 def _parameters(parameters):
@@ -885,4 +897,8 @@ def training_mfu(parameters, accelerator, tokens, chip_seconds, *, dtype: str = 
     acc = get_accelerator(accelerator)
     t = check_positive("chip_seconds", chip_seconds)
     flops = training_flops(parameters, tokens, flops_per_parameter_token=flops_per_parameter_token)
-    return scalar_or_array(np.asarray(flops) / (t * acc.peak_flops(dtype)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        mfu = np.asarray(flops) / (t * acc.peak_flops(dtype))
+    if not np.all(np.isfinite(mfu)):
+        raise ValueError(f"chip_seconds = {np.max(t):g} is too large: chip-seconds x peak FLOP/s overflows")
+    return scalar_or_array(mfu)

@@ -1,5 +1,5 @@
 """Sharding a model over N GPUs: which tensor-parallel degrees are valid, what each GPU holds, and
-what an all-reduce costs.
+what an all-reduce (and an expert-parallel all-to-all) costs.
 
 The low layer of tensor parallelism, used by the deployment, the step model and
 the memory budget. The chapter "Tensor parallelism and the 8-GPU node" derives
@@ -62,7 +62,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ._validation import (ValueFields, check_bool, check_choice, check_fraction, check_integer,
-                          check_nonnegative, check_positive, freeze_number, int_or_array, scalar_or_array)
+                          check_nonnegative, check_positive, check_scalar, freeze_number, int_or_array,
+                          scalar_or_array)
 from .datatypes import bytes_per_element, check_dtype
 from .hardware import Accelerator, get_accelerator
 from .models import get_model, has_shape, kv_projection_parameter_count, parameter_count, require_shape
@@ -639,7 +640,11 @@ def allreduce_latency_bound_bytes(n_gpus, link_bandwidth, *, latency=0.0, base_l
     a = check_nonnegative("latency", latency)
     a0 = check_nonnegative("base_latency", base_latency)
     factor = (n - 1) / n if check_bool("ring_factor", ring_factor) else 1.0
-    return scalar_or_array((a0 + 2 * (n - 1) * a) * bw / (2 * factor))
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = (a0 + 2 * (n - 1) * a) * bw / (2 * factor)
+    if not np.all(np.isfinite(m)):
+        raise ValueError("latency, base_latency or link_bandwidth is too large: the message size overflows")
+    return scalar_or_array(m)
 
 
 def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accelerator:
@@ -670,7 +675,9 @@ def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accel
     ('16 x TPU-v5e (pooled)', 256.0, 13.104)
     """
     acc = get_accelerator(accelerator)
-    n = int(check_integer("n_chips", n_chips, minimum=1))
+    n = int(check_integer("n_chips", check_scalar("n_chips", n_chips), minimum=1))
+    if n > 10**7:
+        raise ValueError(f"n_chips = {n} is more chips than any slice (at most 10^7)")
     return Accelerator.from_numbers(
         name or f"{n} x {acc.name} (pooled)",
         memory_bytes=n * acc.memory_bytes,
@@ -682,6 +689,9 @@ def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accel
 @dataclass(frozen=True, eq=False)
 class AllReduce(ValueFields):
     """How a tensor-parallel all-reduce is costed: the alpha-beta model of a ring, or NCCL's protocols.
+
+    The expert-parallel all-to-alls (dispatch and combine) are costed with the
+    same alpha, alpha_0, link efficiency and data type (:meth:`alltoall_time`).
 
     Attributes
     ----------
