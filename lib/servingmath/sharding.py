@@ -691,7 +691,8 @@ class AllReduce(ValueFields):
     """How a tensor-parallel all-reduce is costed: the alpha-beta model of a ring, or NCCL's protocols.
 
     The expert-parallel all-to-alls (dispatch and combine) are costed with the
-    same alpha, alpha_0, link efficiency and data type (:meth:`alltoall_time`).
+    same alpha, alpha_0, link efficiency and data type (:meth:`alltoall_time`;
+    with a protocol, with that protocol's constants, see Notes).
 
     Attributes
     ----------
