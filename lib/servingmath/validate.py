@@ -229,14 +229,15 @@ def step_model_predictions(dep, measured: dict, mean_in: float, mean_out: float,
 
 
 def simulate_level(level, dep, scheduler: dict, *, seeds=(0, 1, 2), max_requests=4000) -> dict:
-    """The simulator's metrics for a level: per metric mean, low, high over the seeds (95 % interval).
+    """The simulator's metrics for a level: per metric mean, low, high over the seeds (a 95 % Student-t
+    interval of the seeds' mean, its lower end clipped at 0: every metric is positive).
 
     ``scheduler``: :func:`servingmath.validation.engine_scheduler`'s dict (policy, token budget,
     max sequences).
     """
     from . import simulate as sim
 
-    n = int(min(level.n_completed or max_requests, max_requests))
+    n = int(min(level.n_completed or max(200, 20 * int(level.concurrency or 10)), max_requests))
     if level.prompt_lens is not None and level.output_lens is not None:
         n = int(min(n, int(np.sum(level.output_lens >= 1))))
     server = sim.Server(dep)
@@ -267,7 +268,7 @@ def simulate_level(level, dep, scheduler: dict, *, seeds=(0, 1, 2), max_requests
     for key in runs[0]:
         values = np.array([r[key] for r in runs], dtype=float)
         half = t * float(values.std(ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else 0.0
-        out[key] = {"mean": float(values.mean()), "low": float(values.mean() - half),
+        out[key] = {"mean": float(values.mean()), "low": max(float(values.mean() - half), 0.0),
                     "high": float(values.mean() + half)}
     out["_notes"] = notes
     return out
@@ -345,7 +346,7 @@ def saturation(dep, scheduler: dict, mean_in: float, mean_out: float) -> tuple:
     return b, 1.0 / (t_p + lo * t_d / b)
 
 
-def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None, engine="vLLM 0.11",
+def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None, engine=None,
                   setting="realistic", seeds=(0, 1, 2), max_requests=4000, tool=None) -> dict:
     """Everything the command prints, as a dict: per load level the measured, step-model and simulated
     metrics, the implied efficiencies, and the knees.
@@ -361,9 +362,10 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
         Tensor-parallel degree.
     weight_dtype, kv_dtype : str
         Default bf16 weights; the KV cache in the weights' dtype when 16-bit, else bf16.
-    engine : str
+    engine : str, optional
         The serving engine and version, for its scheduler defaults
-        (:func:`servingmath.validation.engine_scheduler`).
+        (:func:`servingmath.validation.engine_scheduler`). Default: SGLang for a bench_serving file,
+        else vLLM 0.11 (AIPerf, genai-perf and guidellm can measure any server: say which).
     setting : {"realistic", "physical"}
         The efficiencies of the predictions (:data:`servingmath.validation.BASELINE` or the bound).
     seeds : sequence of int
@@ -380,6 +382,8 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
         For a model or accelerator that does not resolve.
     """
     levels = benchmarks.read_benchmark(path, tool=tool)
+    if engine is None:
+        engine = "SGLang" if levels and levels[0].tool == "sglang" else "vLLM 0.11"
     acc, acc_note = validation.resolve_accelerator(gpu)
     mod, mod_note, implied = validation.resolve_model(model)
     wd = validation.parse_dtype(weight_dtype)[0] or implied or "bf16"
@@ -455,7 +459,8 @@ def format_report(report: dict) -> str:
         load = (f"concurrency {entry['load']:g}" if entry["mode"] in ("concurrency", "synchronous")
                 else f"rate {entry['load']:g} req/s" if math.isfinite(entry["load"]) else entry["mode"])
         lines.append("")
-        lines.append(f"level {entry['index']}: {load}, {entry['requests']} requests, mean {entry['mean_in']:.0f} in / "
+        count = "?" if entry["requests"] is None else entry["requests"]
+        lines.append(f"level {entry['index']}: {load}, {count} requests, mean {entry['mean_in']:.0f} in / "
                      f"{entry['mean_out']:.0f} out tokens" + (f", {entry['running']:.1f} in flight"
                                                              if "running" in entry else ""))
         if "error" in entry:
@@ -551,8 +556,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
     parser.add_argument("--weight-dtype", default="bf16", help="weights' data type (default bf16)")
     parser.add_argument("--kv-dtype", default=None, help="KV cache's data type (default: the weights' if 16-bit, else bf16)")
-    parser.add_argument("--engine", default="vLLM 0.11", help="engine and version for its scheduler defaults "
-                                                             "(default 'vLLM 0.11'; e.g. 'SGLang 0.4', 'TensorRT-LLM 1.0')")
+    parser.add_argument("--engine", default=None, help="engine and version for its scheduler defaults (default: "
+                                                     "SGLang for an SGLang file, else 'vLLM 0.11'; e.g. 'SGLang 0.4', "
+                                                     "'TensorRT-LLM 1.0')")
     parser.add_argument("--tool", default=None, choices=benchmarks.TOOLS, help="force the file's format")
     parser.add_argument("--setting", default="realistic", choices=("realistic", "physical"))
     parser.add_argument("--seeds", type=int, default=3, help="simulator seeds (default 3)")

@@ -1435,6 +1435,11 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     # --- everything else runs through an engine's scheduler
     offline = load_kind == "offline"
     cap = load_value if offline else None
+    if cap is not None and dp > 1:
+        if cap % dp:
+            raise _Refused("parallelism", f"a max batch of {cap} does not split evenly over {dp} replicas")
+        cap //= dp
+        assumptions.append(f"the stated batch {load_value} is {cap} per replica")
     stated_len = re.search(r"max[_-]model[_-]len[\s=]+(\d+)", f"{framework} {raw.get('notes', '')}")
     scheduler = engine_scheduler(framework, acc, model, offline=offline, batch_cap=cap, tensor_parallel=tp,
                                  max_model_len=int(stated_len.group(1)) if stated_len else None)
