@@ -352,7 +352,11 @@ def test_a_small_simulation_budget_refuses_offline_latencies_over_long_queues():
     for r in refused:
         m = full.by_row(r)
         assert m.kind == "time" and m.sim.load[0] == "offline" and m.sim.n_requests > 600
-    assert max(m.sim.n_requests for m in small.measurements if m.sim is not None) <= 600
+    caps = validation.SIM_REQUESTS["small"]
+    for m in small.measurements:
+        if m.sim is not None:
+            cap = {"offline": caps["offline_max"], "closed": caps["closed_max"], "poisson": caps["poisson_max"]}
+            assert m.sim.n_requests <= cap[m.sim.load[0]]
 
 
 # ---- continuous batching: Little's law and the knee ------------------------------------------------------------

@@ -49,7 +49,8 @@ from .hardware import get_accelerator
 from .models import get_model
 
 __all__ = ["level_workload", "level_arrivals", "step_model_predictions", "simulate_level",
-           "implied_efficiencies", "knees", "saturation", "validate_file", "format_report", "write_figure", "main"]
+           "implied_efficiencies", "knees", "saturation", "validate_file", "format_report", "write_figure",
+           "plot_report", "main"]
 
 #: The metrics compared: the book's names (:meth:`servingmath.benchmarks.LoadLevel.book_metrics`),
 #: the tool's summary name that means the same where the file has no per-request data.
@@ -209,23 +210,31 @@ def _deployment(model, gpu, tp, weight_dtype, kv_dtype, efficiency, memory_fract
                             compute_dtype=cd, gpu_memory_utilization=memory_fraction, **efficiency.options())
 
 
-def step_model_predictions(dep, measured: dict, mean_in: float, mean_out: float, running: float) -> dict:
+def step_model_predictions(dep, measured: dict, mean_in: float, mean_out: float, running: float, *,
+                           max_batch=None, offered_rate=None) -> dict:
     """The step model's TTFT, TPOT/ITL, E2E and throughputs for a level (seconds, per second).
 
-    TTFT = one prefill of the mean prompt; a decode step of ``running`` sequences at the mean
-    context L_p + L_o / 2 for TPOT and ITL; E2E = TTFT + (L_o - 1) steps; throughput = running /
-    E2E requests per second (x L_o for tokens).
+    TTFT = one prefill of the mean prompt (no queueing); a decode step of B sequences at the mean
+    context L_p + L_o / 2 for TPOT and ITL, with B = the requests in flight (``running``) capped
+    at the batch the engine holds (``max_batch``: the rest wait); E2E = TTFT + (L_o - 1) steps;
+    throughput = B / E2E requests per second (x L_o for tokens), at most the ``offered_rate`` of
+    an open-loop level (a stable server serves what it is offered).
     """
     from .decode import decode_step_time
     from .prefill import prefill_time
 
     lp, lo = max(int(round(mean_in)), 1), max(int(round(mean_out)), 1)
     b = max(int(round(running)), 1)
+    if max_batch is not None:
+        b = min(b, int(max_batch))
     ttft = float(prefill_time(dep, lp))
     step = float(decode_step_time(dep, b, lp + lo // 2))
     e2e = ttft + (lo - 1) * step
+    rate = b / e2e
+    if offered_rate is not None and math.isfinite(offered_rate):
+        rate = min(rate, float(offered_rate))
     return {"ttft.mean": ttft, "ttft.median": ttft, "tpot.mean": step, "itl.mean": step, "itl.median": step,
-            "e2el.mean": e2e, "e2el.median": e2e, "request_throughput": b / e2e, "output_throughput": b * lo / e2e}
+            "e2el.mean": e2e, "e2el.median": e2e, "request_throughput": rate, "output_throughput": rate * lo}
 
 
 def simulate_level(level, dep, scheduler: dict, *, seeds=(0, 1, 2), max_requests=4000) -> dict:
@@ -408,7 +417,9 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
             report["levels"].append(entry)
             continue
         running = measured.get("mean_concurrency") or (level.concurrency or 1)
-        steps = step_model_predictions(dep, measured, entry["mean_in"], mean_out, running)
+        wall, _ = saturation(dep, scheduler, entry["mean_in"], mean_out)
+        steps = step_model_predictions(dep, measured, entry["mean_in"], mean_out, running, max_batch=wall,
+                                       offered_rate=level.request_rate if level.mode == "rate" else None)
         try:
             simulated = simulate_level(level, dep, scheduler, seeds=seeds, max_requests=max_requests)
             entry["simulation"] = simulated.pop("_notes")
@@ -503,16 +514,30 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write_figure(report: dict, path) -> Path:
+def write_figure(report: dict, path, *, levels=None) -> Path:
     """Measured (markers), step model (dashed) and simulator (line, 95 % band) against the load:
-    TTFT, TPOT/ITL and output throughput. Returns the path written."""
+    TTFT, TPOT/ITL and output throughput, written to ``path``. Returns the path written."""
     import matplotlib
 
     if "matplotlib.pyplot" not in sys.modules:      # the command line: draw without a display
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    levels = [e for e in report["levels"] if "error" not in e and math.isfinite(e["load"])]
+    fig = plot_report(report, levels=levels)
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_report(report: dict, *, levels=None):
+    """The figure of :func:`write_figure` as a matplotlib Figure (``levels``: the indices to draw,
+    default the levels of the knee's sweep). Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    chosen = report["knee"].get("levels") if levels is None else levels
+    levels = [e for e in report["levels"] if "error" not in e and math.isfinite(e["load"])
+              and (not chosen or e["index"] in chosen)]
     panels = [("ttft", ["ttft.median", "ttft.mean"], "TTFT (ms)", 1e3),
               ("decode", ["tpot.mean", "itl.median", "itl.mean"], "TPOT / ITL (ms)", 1e3),
               ("throughput", ["output_throughput"], "output tokens/s", 1.0)]
@@ -538,10 +563,7 @@ def write_figure(report: dict, path) -> Path:
     fig.suptitle(f"{report['file']}: {report['model']} on {report['tensor_parallel']} x {report['accelerator']}",
                  fontsize=10)
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.84, wspace=0.32)
-    path = Path(path)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def main(argv=None) -> int:

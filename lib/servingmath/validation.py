@@ -829,7 +829,7 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
         budget = 8192 if acc.memory_bytes >= 25e9 else 2048
         out.update(policy="prefill-first", token_budget=budget, max_seqs=4096, reserve="estimate",
                    memory_fraction=0.88 if tensor_parallel < 4 else 0.85, source=_SGLANG,
-                   label=(f"SGLang {'.'.join(map(str, version)) if version else ''} default: prefill batches "
+                   label=(f"SGLang{' ' + '.'.join(map(str, version)) if version else ''} default: prefill batches "
                           f"apart from decodes, chunked_prefill_size {budget}, running requests limited by "
                           f"the KV pool, mem_fraction_static {0.88 if tensor_parallel < 4 else 0.85}"))
     elif engine in ("tensorrt-llm", "nim"):
@@ -941,7 +941,7 @@ class SimulationSpec:
 
     def describe(self) -> str:
         kind, value = self.load
-        load = {"closed": f"{value} clients", "poisson": f"Poisson {value:g} req/s",
+        load = {"closed": f"{value} client{'s' if value != 1 else ''}", "poisson": f"Poisson {value:g} req/s",
                 "offline": f"{self.n_requests} requests at once"}[kind]
         lengths = {"fixed": lambda w: f"{w[1]}->{w[2]} tok", "uniform": lambda w: f"U{w[1]}->U{w[2]} tok",
                    "dataset": lambda w: w[1] + (" rescaled" if w[2:] != (1.0, 1.0) else "")}[self.workload[0]](
@@ -1205,9 +1205,9 @@ def _refuse(index, raw, source, category, reason):
 
 #: The largest runs a simulated row replays (requests): enough for steady state, small enough for a chapter.
 SIM_REQUESTS = {
-    "full": {"closed_per_client": 3, "closed_min": 60, "closed_max": 400, "poisson_seconds": 40,
+    "full": {"closed_per_client": 4, "closed_min": 60, "closed_max": 1200, "poisson_seconds": 40,
              "poisson_min": 150, "poisson_max": 400, "offline_default": 1000, "offline_max": 6000},
-    "small": {"closed_per_client": 2, "closed_min": 40, "closed_max": 150, "poisson_seconds": 25,
+    "small": {"closed_per_client": 2, "closed_min": 40, "closed_max": 500, "poisson_seconds": 25,
               "poisson_min": 100, "poisson_max": 150, "offline_default": 600, "offline_max": 600},
 }
 
@@ -1834,9 +1834,15 @@ def _simulate_metrics(spec: SimulationSpec, e: Efficiency, seed: int) -> dict:
     out = {"request_throughput": m.request_throughput, "output_throughput": m.output_throughput,
            "total_token_throughput": m.total_token_throughput, "duration": m.duration,
            "mean_running": float(np.sum(result.records.e2e)) / m.duration, "preemptions": m.preemptions}
-    for name in ("ttft", "tpot", "itl", "e2e"):
-        s = getattr(m, name)
+    r = result.records
+    keep = np.ones(len(r), dtype=bool)
+    if kind == "closed" and len(r) >= 2 * int(value):
+        keep[: int(value)] = False          # the first wave, all sent at t = 0: a load generator's warm-up
+    for name, values in (("ttft", r.ttft), ("tpot", r.tpot), ("e2e", r.e2e)):
+        s = sim.Summary.of(values[keep])
         out.update({f"{name}.mean": s.mean, f"{name}.p50": s.p50, f"{name}.p90": s.p90, f"{name}.p99": s.p99})
+    s = m.itl
+    out.update({"itl.mean": s.mean, "itl.p50": s.p50, "itl.p90": s.p90, "itl.p99": s.p99})
     return out
 
 
@@ -2030,25 +2036,41 @@ def _from_free(name, x):
     return x * x * 1e-6
 
 
-class _Values:
-    """Efficiency-like attributes without validation (the calibration's inner loop)."""
-
-    def __init__(self, base: Efficiency, values: dict):
-        for name in Efficiency.__dataclass_fields__:
-            setattr(self, name, values.get(name, getattr(base, name)))
-
-
 def _loss_function(names, stacked, index, work, is_time, log_measured, n, base=None):
     """The calibration loss, mean |ln(predicted / measured)|, as a function of the free variables.
 
     The same arithmetic as :func:`_step_times`, with the fitted values over ``base`` (the
-    fields not fitted: default the physical bound)."""
+    fields not fitted: default the physical bound); the terms that do not depend on a fitted
+    value are summed once."""
     base = PHYSICAL if base is None else base
     names = tuple(names)
+    fixed = {k: getattr(base, k) for k in Efficiency.__dataclass_fields__ if k not in names}
+    weight, linear, kv, attention = stacked.weight, stacked.linear, stacked.kv, stacked.attention
+    latency_names = {"link_efficiency", "allreduce_latency", "allreduce_base_latency"}
+    if latency_names & set(names):
+        raise ValueError("calibrate fits mbu, mfu, comm_per_layer and step_overhead; the NCCL latencies come "
+                         "from base")
+    ntp = stacked.tensor_parallel
+    constant = (stacked.communication / fixed["link_efficiency"]
+                + np.where(ntp > 1, stacked.allreduces * (fixed["allreduce_base_latency"]
+                                                          + 2 * (ntp - 1) * fixed["allreduce_latency"]), 0.0))
+    if "comm_per_layer" not in names:
+        constant = constant + fixed["comm_per_layer"] * stacked.layers_with_allreduce
+    if "step_overhead" not in names:
+        constant = constant + fixed["step_overhead"] * stacked.count
+    layers, count = stacked.layers_with_allreduce, stacked.count
+    position = {k: i for i, k in enumerate(names)}
 
     def loss(x):
-        values = _Values(base, dict(zip(names, (_from_free(k, v) for k, v in zip(names, x)))))
-        seconds = np.bincount(index, weights=_step_times(stacked, values), minlength=n)
+        values = [_from_free(k, v) for k, v in zip(names, x)]
+        mbu = values[position["mbu"]] if "mbu" in position else fixed["mbu"]
+        mfu = values[position["mfu"]] if "mfu" in position else fixed["mfu"]
+        seconds = np.maximum(weight / mbu, linear / mfu) + np.maximum(kv / mbu, attention / mfu) + constant
+        if "comm_per_layer" in position:
+            seconds = seconds + values[position["comm_per_layer"]] * layers
+        if "step_overhead" in position:
+            seconds = seconds + values[position["step_overhead"]] * count
+        seconds = np.bincount(index, weights=seconds, minlength=n)
         predicted = np.where(is_time, seconds, work / seconds)
         return float(np.abs(np.log(predicted) - log_measured).sum()) / n
 
@@ -2120,8 +2142,10 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
         stacked, index, work, is_time, measured = _stack(rows, basis)
         loss = _loss_function(names, stacked, index, work, is_time, np.log(measured), len(rows), base)
         x = [_to_free(k, PARAMETERS[k]) for k in names]
-        for _ in range(2):   # restart from the best point: Nelder-Mead can stall on a flat face
-            x, _ = _nelder_mead(loss, x)
+        x, best = _nelder_mead(loss, x)
+        x2, again = _nelder_mead(loss, x)      # restart from the best point: Nelder-Mead can stall on a face
+        if again < best:
+            x = x2
         fitted = {k: float(_from_free(k, v)) for k, v in zip(names, x)}
         result[family] = replace(PHYSICAL if base is None else base, **fitted)
     return result
