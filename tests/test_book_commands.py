@@ -83,3 +83,81 @@ def test_bytecode_is_cached_in_the_venv_where_the_shell_turns_it_off():
     untouched = {"PATH": "/bin"}
     book._keep_bytecode(untouched)                 # not set: Python's own default, nothing changes
     assert untouched == {"PATH": "/bin"}
+
+
+def test_make_passes_args_through():
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("lab", "test", "book", "browser-test", "exercises"):
+        recipe = makefile.split(f"\n{target}:", 1)[1].split("\n", 2)[1]
+        assert recipe.rstrip().endswith("$(ARGS)"), target
+
+
+def test_lab_passes_its_arguments_to_jupyter(monkeypatch):
+    calls = []
+    monkeypatch.setattr(book, "setup", lambda quiet=False: None)
+    monkeypatch.setattr(book, "_run", lambda args, **kw: calls.append((args, kw)) or 0)
+    assert book.lab(["--port", "8890", "--no-browser"]) == 0
+    args, kwargs = calls[0]
+    assert args[-3:] == ["--port", "8890", "--no-browser"]
+    assert args.count("--no-browser") == 1                     # not added twice when headless
+    assert kwargs["env"]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(book.LAB_CONFIG)
+
+
+def test_the_test_command_lists_skip_reasons_and_leaves_student_work_alone(monkeypatch, capsys):
+    mine = str(ROOT / "exercises" / "04_decode.ipynb")
+    calls = []
+    monkeypatch.setattr(book, "setup", lambda quiet=False: None)
+    monkeypatch.setattr(book, "_student_work", lambda: {mine: "edited"})
+    monkeypatch.setattr(book, "_run", lambda args, **kw: calls.append([str(a) for a in args]) or 0)
+    assert book.test([]) == 0
+    assert all("-rs" in call for call in calls)                 # skip reasons printed
+    assert len(calls) == 3 and f"--ignore={mine}" in calls[2] and "exercises" in calls[2]
+    assert "exercises/04_decode.ipynb: edited by you, left alone" in capsys.readouterr().out
+
+
+def test_the_test_command_leaves_out_the_exercise_stage_when_every_notebook_is_a_students(monkeypatch):
+    work = {str(p): "run" for p in (ROOT / "exercises").glob("*.ipynb")}
+    calls = []
+    monkeypatch.setattr(book, "setup", lambda quiet=False: None)
+    monkeypatch.setattr(book, "_student_work", lambda: work)
+    monkeypatch.setattr(book, "_run", lambda args, **kw: calls.append(args) or 0)
+    assert book.test([]) == 0 and len(calls) == 2              # pytest would exit 5 on no tests
+
+
+def test_the_binder_link_pattern_points_to_files_that_exist():
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"https://mybinder\.org/v2/gh/OWNER/REPO/BRANCH\?urlpath=lab/tree/(\S+?)`", readme)
+    assert links, "the README gives no Binder link pattern"
+    for path in links:
+        assert (ROOT / path).is_file(), path
+    assert "<owner>" not in readme and "<repo>" not in readme           # no bare placeholder left
+    for name in ("requirements.txt", "runtime.txt", "postBuild", "pyproject.toml"):
+        assert (ROOT / name).exists(), name                          # what Binder builds from
+
+
+def test_teachers_and_students_folders_are_git_ignored():
+    import re
+    import shutil as _shutil
+
+    if _shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("no git checkout here: nothing to ignore")
+    documented = set()
+    for text in ((ROOT / "TEACHING.md").read_text(encoding="utf-8"),
+                 (ROOT / "lib" / "servingmath" / "assignments.py").read_text(encoding="utf-8")):
+        documented |= set(re.findall(r"--(?:out|submissions)\s+([\w.-]+)/", text))
+    assert {"handout", "collected", "grades"} <= documented
+    paths = [f"{folder}/alice.ipynb" for folder in sorted(documented)] + ["handout/roster.csv",
+                                                                          "grades/scores.csv", "mywork/alice.ipynb"]
+    found = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert sorted(found.stdout.split()) == sorted(paths), found.stdout
+    kept = subprocess.run(["git", "check-ignore", "--no-index", "notebooks/04_decode.ipynb", "exercises/x.ipynb"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert kept.stdout == ""                                         # the book itself is not ignored
+
+
+def test_the_readme_says_how_to_reach_the_lab_over_ssh():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert 'make lab ARGS="--port 8890 --no-browser"' in readme
+    assert "ssh -N -L 8890:localhost:8890" in readme

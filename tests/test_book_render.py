@@ -62,6 +62,14 @@ def test_toc_generator_on_a_synthetic_book(tmp_path):
     assert parsed["parts"][1]["chapters"][0]["title"] == "02 · Chapter 02_second"
 
 
+def test_toc_without_solutions_leaves_only_the_solutions_out():
+    full = build_book.toc_files(build_book.toc_yaml(ROOT))
+    teacher = build_book.toc_files(build_book.toc_yaml(ROOT, solutions=False))
+    assert teacher == [f for f in full if not f.startswith("solutions/")]
+    assert len(teacher) < len(full) and "Worked solutions" not in build_book.toc_yaml(ROOT, solutions=False)
+    assert build_book.inputs_hash(ROOT) != build_book.inputs_hash(ROOT, solutions=False)
+
+
 def test_toc_is_valid_for_jupyter_book(tmp_path):
     external_toc = pytest.importorskip("sphinx_external_toc.parsing",
                                        reason="jupyter-book is not installed: " + BUILD_HINT)
@@ -116,6 +124,102 @@ def test_binder_files():
     assert text.startswith("#!")
     assert "pip install --no-deps -e ." in text
     assert post.stat().st_mode & stat.S_IXUSR, "postBuild must be executable"
+
+
+# --------------------------------------------------------------------------- the book's Sphinx extension
+
+def _extension():
+    import importlib.util
+
+    pytest.importorskip("docutils", reason="docutils (a Jupyter Book dependency) is not installed: "
+                                           "`make book` installs requirements-book.txt")
+    spec = importlib.util.spec_from_file_location("servingmath_book", ROOT / "book" / "_ext" / "servingmath_book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _doctree(docname):
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+    from sphinx import addnodes
+    from types import SimpleNamespace
+
+    document = new_document("test", get_default_settings(Parser))
+    section = nodes.section()
+    section += nodes.title("", "Exercises 04 · Decode")
+    link = addnodes.pending_xref("", nodes.inline("", "the worked solutions"), reftarget="solutions/04_decode",
+                                 refdomain="doc", reftype="myst")
+    download = addnodes.download_reference("", nodes.inline("", "solutions/04_decode.ipynb"),
+                                           reftarget="../solutions/04_decode.ipynb")
+    other = addnodes.pending_xref("", nodes.inline("", "chapter 05"), reftarget="notebooks/05_prefill")
+    section += nodes.paragraph("", "", link, download, other)
+    document += section
+    app = SimpleNamespace(env=SimpleNamespace(docname=docname))
+    return document, app
+
+
+def test_solution_pages_are_titled_solutions(monkeypatch):
+    ext = _extension()
+    monkeypatch.setenv("SERVINGMATH_BOOK_SOLUTIONS", "1")
+    document, app = _doctree("solutions/04_decode")
+    ext.on_doctree_read(app, document)
+    assert next(iter(document.findall(lambda n: n.tagname == "title"))).astext() == "Solutions 04 · Decode"
+    document, app = _doctree("exercises/04_decode")
+    ext.on_doctree_read(app, document)
+    assert next(iter(document.findall(lambda n: n.tagname == "title"))).astext() == "Exercises 04 · Decode"
+    assert len(list(document.findall(lambda n: n.tagname == "pending_xref"))) == 2    # links untouched
+
+
+def test_without_solutions_links_to_them_become_text_and_nothing_is_copied(monkeypatch):
+    ext = _extension()
+    monkeypatch.setenv("SERVINGMATH_BOOK_SOLUTIONS", "0")
+    document, app = _doctree("notebooks/04_decode")
+    ext.on_doctree_read(app, document)
+    refs = [n["reftarget"] for n in document.findall(lambda n: n.tagname in ("pending_xref", "download_reference"))]
+    assert refs == ["notebooks/05_prefill"]                        # only the link to a chapter is left
+    text = document.astext()
+    assert "the worked solutions (the worked solutions are not part of this edition)" in text
+
+
+def test_the_explorer_widget_gives_way_to_its_picture_and_the_static_explorer():
+    import json as _json
+    from types import SimpleNamespace
+
+    ext = _extension()
+    from docutils import nodes
+
+    document, _ = _doctree("notebooks/06_pareto_frontier")
+    output = nodes.container(classes=["cell_output"])
+
+    def bundle(payload):
+        b = nodes.container(nb_element="mime_bundle")
+        view = nodes.container(mime_type=ext.WIDGET_MIME)
+        view += nodes.raw("", f'<script type="{ext.WIDGET_MIME}">{_json.dumps(payload)}</script>', format="html")
+        b += view
+        png = nodes.container(mime_type="image/png")
+        png += nodes.image(uri="fig.png")
+        b += png
+        return b
+
+    ours = bundle({"model_id": "abc", "servingmath_explorer": {"model": "Llama-3.1-70B", "tensor_parallel": 2}})
+    other = bundle({"model_id": "def"})                                  # some other widget: left alone
+    output += ours
+    output += other
+    document += output
+    document.settings.env = SimpleNamespace(docname="notebooks/06_pareto_frontier")
+    transform = ext.StaticExplorer(document)
+    transform.run()
+    assert [c.get("mime_type") for c in ours.children] == ["image/png"]
+    assert [c.get("mime_type") for c in other.children] == [ext.WIDGET_MIME, "image/png"]
+    raw = output.children[output.index(ours) + 1]
+    html = raw.astext()
+    assert html.startswith('<div class="sm-explorer" data-initial=\'{"model": "Llama-3.1-70B", "tensor_parallel": 2}\'>')
+    for script in ("../_static/explorer/plotly-basic.min.js", "../_static/explorer/explorer-index.js",
+                   "../_static/explorer.js"):
+        assert f'<script src="{script}"></script>' in html
 
 
 # --------------------------------------------------------------------------- the checker itself
@@ -187,9 +291,28 @@ def test_built_site_links_resolve_and_nothing_loads_from_the_network():
     assert not problems, "\n".join(problems[:20])
 
 
+def test_built_site_is_the_edition_it_says():
+    """With the worked solutions: their pages, titled 'Solutions NN'. Without: no page, link or copy of one."""
+    site = _fresh_build()
+    if build_book.built_with_solutions(ROOT):
+        for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
+            page = (site / "solutions" / f"{path.stem}.html").read_text(encoding="utf-8")
+            assert re.search(r"<title>Solutions \d\d · ", page), path.name
+            exercise = (site / "exercises" / f"{path.stem}.html").read_text(encoding="utf-8")
+            assert re.search(r"<title>Exercises \d\d · ", exercise), path.name
+        return
+    assert not (site / "solutions").exists()
+    leaked = [p.relative_to(site).as_posix() for p in site.rglob("*")
+              if "solutions" in p.as_posix().lower() and p.suffix in (".ipynb", ".html", ".txt")]
+    assert not leaked, leaked
+    for page in browser_check.html_pages(site):
+        assert 'href="../solutions/' not in page.read_text(encoding="utf-8"), page.name
+
+
 def test_built_site_has_every_page_and_no_cdn_url():
     site = _fresh_build()
-    for doc in build_book.toc_files(build_book.toc_yaml(ROOT)):
+    solutions = build_book.built_with_solutions(ROOT)
+    for doc in build_book.toc_files(build_book.toc_yaml(ROOT, solutions=solutions)):
         assert (site / f"{doc}.html").exists(), doc
     offenders = []
     for page in browser_check.html_pages(site):
@@ -227,3 +350,19 @@ def test_every_page_in_a_headless_browser():
     assert sum(r["mjxContainers"] for r in report.values()) > 0          # the book has math, typeset
     assert sum(r["images"] for r in report.values()) > 0                 # and figures, loaded
     assert (artifacts / "01_first_page.png").stat().st_size > 10_000
+    # the static explorer: a control moved, the front and the summary changed, and what it says is
+    # what the library says for that selection (the check above saw no request leave the site)
+    from servingmath import explorer
+
+    moved = [r["explorer"] for r in report.values() if r.get("explorer")]
+    assert moved, "no page with the static explorer"
+    for state in (moved[0]["before"], moved[0]["after"]):
+        s = state["selection"]
+        assert s["setting"] == "physical bound"
+        data = explorer.frontier_data(s["model"], s["accelerator"], s["weight_dtype"], s["kv_dtype"],
+                                      s["tensor_parallel"], s["context_len"])
+        assert state["summary"] == explorer.summary(data, 0.05)
+        assert state["front_points"] == int(data["front"].sum())
+    assert moved[0]["before"]["selection"]["model"] != moved[0]["after"]["selection"]["model"]
+    for name in ("05_explorer_before.png", "06_explorer_after.png"):
+        assert (artifacts / name).stat().st_size > 10_000

@@ -168,7 +168,8 @@ def test_capacity_never_falls_when_a_target_loosens(tpot, tpot_factor, ttft, ttf
 
 def _plans(rate=20.0, ttft=1.0, tpot=0.05, **kwargs):
     kwargs.setdefault("tensor_parallel", [1, 2])
-    return plan_candidates(M8, rate, [512, 1024, 2048, 1024], [128, 256, 512, 64], ttft, tpot, PRICES, **kwargs)
+    return plan_candidates(M8, rate, [512, 1024, 2048, 1024], [128, 256, 512, 64], ttft_slo=ttft, tpot_slo=tpot,
+                           prices=PRICES, **kwargs)
 
 
 def test_plan_candidates_are_sorted_and_priced_consistently():
@@ -193,7 +194,7 @@ def test_plan_candidates_are_sorted_and_priced_consistently():
 
 def test_plan_candidates_match_replica_capacity():
     for p in _plans(batch_caps=(128,))[:3]:
-        r = replica_capacity(M8, p.accelerator, [512, 1024, 2048, 1024], [128, 256, 512, 64], 1.0, 0.05,
+        r = replica_capacity(M8, p.accelerator, [512, 1024, 2048, 1024], [128, 256, 512, 64], ttft_slo=1.0, tpot_slo=0.05,
                              tensor_parallel=p.tensor_parallel, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
                              max_batch_size=p.max_batch_size)
         assert (r["rate"], r["batch_size"], r["binding"]) == (p.capacity, p.batch_size, p.binding)
@@ -211,10 +212,10 @@ def test_plan_candidates_prune_and_keep_infeasible_on_request():
 
 
 def test_cheapest_plan_is_the_first_candidate_and_raises_when_nothing_fits():
-    assert cheapest_plan(M8, 20.0, 1024, 256, 1.0, 0.05, PRICES) == plan_candidates(
-        M8, 20.0, 1024, 256, 1.0, 0.05, PRICES)[0]
+    assert cheapest_plan(M8, 20.0, 1024, 256, ttft_slo=1.0, tpot_slo=0.05, prices=PRICES) == plan_candidates(
+        M8, 20.0, 1024, 256, ttft_slo=1.0, tpot_slo=0.05, prices=PRICES)[0]
     with pytest.raises(ValueError, match="no configuration"):
-        cheapest_plan(M8, 20.0, 1024, 256, 1.0, 1e-4, PRICES)
+        cheapest_plan(M8, 20.0, 1024, 256, ttft_slo=1.0, tpot_slo=1e-4, prices=PRICES)
 
 
 @pytest.mark.parametrize("kwargs, name", [
@@ -231,13 +232,15 @@ def test_plan_candidates_rejects_bad_input(kwargs, name):
 
 
 def test_plan_sweep_equals_plan_candidates_pair_by_pair():
-    sweep = plan_sweep(M8, 20.0, 1024, 256, [0.3, 1.0], [0.02, 0.05], PRICES, tensor_parallel=[1], mbu=0.6)
+    sweep = plan_sweep(M8, 20.0, 1024, 256, ttft_slos=[0.3, 1.0], tpot_slos=[0.02, 0.05], prices=PRICES,
+                       tensor_parallel=[1], mbu=0.6)
     for plans, (ttft, tpot) in zip(sweep, [(0.3, 0.02), (1.0, 0.05)]):
-        assert plans == plan_candidates(M8, 20.0, 1024, 256, ttft, tpot, PRICES, tensor_parallel=[1], mbu=0.6)
+        assert plans == plan_candidates(M8, 20.0, 1024, 256, ttft_slo=ttft, tpot_slo=tpot, prices=PRICES,
+                                        tensor_parallel=[1], mbu=0.6)
     with pytest.raises(ValueError, match="same length"):
-        plan_sweep(M8, 20.0, 1024, 256, [0.3, 1.0], [0.02], PRICES)
+        plan_sweep(M8, 20.0, 1024, 256, ttft_slos=[0.3, 1.0], tpot_slos=[0.02], prices=PRICES)
     with pytest.raises(ValueError, match="unknown keyword"):
-        plan_sweep(M8, 20.0, 1024, 256, [0.3], [0.02], PRICES, mfu_=0.5)
+        plan_sweep(M8, 20.0, 1024, 256, ttft_slos=[0.3], tpot_slos=[0.02], prices=PRICES, mfu_=0.5)
 
 
 SLO_PAIRS = st.tuples(st.floats(0.1, 2.0), st.floats(0.008, 0.1))
@@ -247,8 +250,8 @@ SLO_PAIRS = st.tuples(st.floats(0.1, 2.0), st.floats(0.008, 0.1))
 @given(SLO_PAIRS, st.floats(1.0, 4.0), st.floats(1.0, 4.0))
 def test_cheapest_cost_never_rises_when_the_slos_loosen(pair, ttft_factor, tpot_factor):
     ttft, tpot = pair
-    sweep = plan_sweep(M8, 30.0, [512, 2048], [128, 384], [ttft, ttft * ttft_factor], [tpot, tpot * tpot_factor],
-                       PRICES, tensor_parallel=[1, 2], batch_caps=(64, 256), mfu=0.6, mbu=0.6)
+    sweep = plan_sweep(M8, 30.0, [512, 2048], [128, 384], ttft_slos=[ttft, ttft * ttft_factor],
+                       tpot_slos=[tpot, tpot * tpot_factor], prices=PRICES, tensor_parallel=[1, 2], batch_caps=(64, 256), mfu=0.6, mbu=0.6)
     tight, loose = (plans[0].cost_per_million_tokens if plans else math.inf for plans in sweep)
     assert loose <= tight
 
@@ -268,7 +271,7 @@ def test_replicas_and_cost_per_hour_never_fall_when_traffic_grows(rate, growth):
 def test_the_chosen_plan_meets_its_own_constraints(pair, rate, u, caps):
     ttft, tpot = pair
     try:
-        p = cheapest_plan(M8, rate, [256, 1024, 3000], [64, 256, 700], ttft, tpot, PRICES,
+        p = cheapest_plan(M8, rate, [256, 1024, 3000], [64, 256, 700], ttft_slo=ttft, tpot_slo=tpot, prices=PRICES,
                           tensor_parallel=[1, 2], batch_caps=caps, utilisation_target=u, mfu=0.6, mbu=0.6)
     except ValueError:
         return
@@ -293,7 +296,9 @@ def test_plan_with_traffic_and_replicas():
     assert more.cost_per_million_tokens > p.cost_per_million_tokens
     assert p.as_dict()["label"] == p.label
     server = p.server()
-    assert (server.tensor_parallel, server.weight_dtype, server.mbu) == (p.tensor_parallel, p.weight_dtype, p.mbu)
+    assert server.deployment == p.deployment          # Plan.server() is Server(plan.deployment)
+    assert (server.deployment.tensor_parallel, server.deployment.weight_dtype, server.deployment.mbu) == (
+        p.tensor_parallel, p.weight_dtype, p.mbu)
 
 
 def test_load_prices_reads_the_book_table():
@@ -315,7 +320,7 @@ def test_load_prices_rejects_bad_rows(tmp_path, row, name):
 def test_simulate_and_confirm_a_plan():
     lp = np.tile([512, 1024, 2048, 256], 60)
     lo = np.tile([128, 256, 64, 512], 60)
-    plans = plan_candidates(M8, 30.0, lp, lo, 0.5, 0.03, {"A100-80GB": 1.3}, tensor_parallel=[1],
+    plans = plan_candidates(M8, 30.0, lp, lo, ttft_slo=0.5, tpot_slo=0.03, prices={"A100-80GB": 1.3}, tensor_parallel=[1],
                             dtypes=[("bf16", "bf16")], batch_caps=(128,), mbu=0.6, mfu=0.6)
     p = plans[0]
     result = simulate_plan(p, lp, lo)
@@ -323,7 +328,7 @@ def test_simulate_and_confirm_a_plan():
     # thinning: one replica sees the plan's traffic divided by its replicas
     observed = (lp.size - 1) / (result.records.arrival.max() - result.records.arrival.min())
     assert observed == pytest.approx(p.load_per_replica, rel=0.25)
-    confirmed = confirm_plan(p, lp, lo, 0.5, 0.03)
+    confirmed = confirm_plan(p, lp, lo, ttft_slo=0.5, tpot_slo=0.03)
     assert confirmed["replicas"] >= p.replicas and confirmed["added"] == confirmed["replicas"] - p.replicas
     assert confirmed["ttft"] <= 0.5 and confirmed["tpot"] <= 0.03
     assert confirmed["plan"].replicas == confirmed["replicas"]
@@ -331,4 +336,4 @@ def test_simulate_and_confirm_a_plan():
     with pytest.raises(ValueError, match="plan"):
         simulate_plan("not a plan", lp, lo)
     with pytest.raises(ValueError, match="still misses"):
-        confirm_plan(p, lp, lo, 0.5, 1e-4, max_extra_replicas=0)
+        confirm_plan(p, lp, lo, ttft_slo=0.5, tpot_slo=1e-4, max_extra_replicas=0)

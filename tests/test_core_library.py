@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from servingmath import datatypes, hardware, metrics, models, roofline, units
-from servingmath.decode import decode_step_time
+from servingmath.decode import decode_step_parts, decode_step_time
 from servingmath.prefill import prefill_time
+from servingmath.speculative import verification_step_time
 
 
 # ---- models: values from the models' public configs and model cards --------------------------
@@ -182,6 +183,13 @@ def test_metrics_bad_input():
     (lambda: decode_step_time("Llama-2-7B", "H100", 8, 100, overlap="max"), "overlap 'max'"),
     (lambda: decode_step_time("Llama-2-7B", "H100", "8", 100), "batch_size must be a number"),
     (lambda: prefill_time("Llama-2-7B", "H100", 0), "prompt_len must be an integer >= 1"),
+    # the step model's "sequences" is the caller's batch_size: the message names what the caller passed
+    (lambda: decode_step_time("Llama-2-7B", "H100", -4, 100), "batch_size must be an integer >= 1, got -4"),
+    (lambda: decode_step_parts("Llama-2-7B", "H100", 2.5, 100), "batch_size must be a whole number, got 2.5"),
+    (lambda: verification_step_time("Llama-3.1-8B", "H100", 0, 100, 4), "batch_size must be an integer >= 1"),
+    (lambda: verification_step_time("Llama-3.1-8B", "H100", 2.5, 100, 4), "batch_size must be a whole number"),
+    (lambda: roofline.decode_step_intensity("Llama-3.1-8B", "8", 100), "batch_size must be a number"),
+    (lambda: roofline.decode_step_intensity("Llama-3.1-8B", 2.5, 100), "batch_size must be a whole number"),
     (lambda: models.kv_bytes_per_token("Llama-2-7B", "fp6"), "dtype 'fp6'"),
     (lambda: roofline.memory_time(-1.0, "H100"), "bytes_moved must be >= 0"),
 ])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from servingmath import decode, models, roofline
+from servingmath import models, roofline
 from servingmath.decode import (
     critical_context_length,
     decode_step_parts,
@@ -29,28 +29,56 @@ OVERLAPS = ["additive", "roofline", "hybrid"]
 DENSE = ["Llama-2-7B", "Llama-3.1-8B", "Qwen2.5-7B", "Llama-2-13B"]
 GPUS = ["A100-SXM4-80GB", "H100-SXM5-80GB", "MI300X", "L40S"]
 
+# Llama-2-7B (meta-llama/Llama-2-7b-hf config.json): vocab_size 32000, hidden_size 4096, untied embeddings;
+# 6,738,415,616 parameters. A step gathers one embedding row per token and never streams the V x D table.
+P_7B, V_7B, D_7B = 6_738_415_616, 32_000, 4_096
+A100_FLOPS, A100_BW = 312e12, 2.039e12       # A100-SXM4-80GB datasheet: dense bf16, HBM2e
+
+
+def hybrid_knee(ridge, stationary_bytes, matmul_params, row_bytes):
+    """B* of T = max(T_w + B g, B c_lin): T_w / (c_lin - g) with T_w = W_bytes / W, g = D b_w / W,
+    c_lin = 2 P_mm / F, i.e. ridge x W_bytes / (2 P_mm - ridge x D b_w)."""
+    return ridge * stationary_bytes / (2 * matmul_params - ridge * row_bytes)
+
 
 # ---- known values -------------------------------------------------------------------------------
 def test_batch_one_tpot_is_the_weight_read():
-    # 6,738,415,616 parameters x 2 bytes / 2.039e12 B/s = 6.61 ms (A100-SXM4-80GB spec sheet)
-    assert decode_step_time("Llama-2-7B", "A100", 1, 0) == pytest.approx(6_738_415_616 * 2 / 2.039e12)
+    # Every weight but the V x D input-embedding table, plus the one row the token gathers, in bf16:
+    # (6,738,415,616 - 32,000 x 4,096 + 4,096) x 2 bytes / 2.039e12 B/s = 6.48 ms (A100-SXM4-80GB spec sheet)
+    expected = (P_7B - V_7B * D_7B + D_7B) * 2 / A100_BW
+    assert decode_step_time("Llama-2-7B", "A100", 1, 0) == pytest.approx(expected, rel=1e-12)
+    assert round(expected * 1e3, 2) == 6.48
+    # the table is still stored: streaming all P x 2 bytes would be the old, wrong 6.61 ms
+    assert decode_step_time("Llama-2-7B", "A100", 1, 0) < P_7B * 2 / A100_BW * (1 - 0.015)
 
 
 def test_hybrid_knee_is_the_ridge_times_weight_bytes_over_matmul_flops():
-    # B* = (W_bytes / W) / (2 P / F) = ridge x W_bytes / (2 P); with bf16 weights about the ridge
+    # B* = T_w / (c_lin - g): the weights read per step (all but the embedding table, whose rows the
+    # batch gathers at g per sequence) against the matmuls; for untied bf16 models W_bytes = 2 P_mm,
+    # so B* = ridge / (1 - ridge D / P_mm): the ridge point to four digits.
     for model, gpu in [("Llama-2-7B", "A100"), ("Llama-3.1-8B", "H100")]:
+        cfg = models.get_model(model)
         ridge = roofline.ridge_point(gpu)
-        expected = ridge * models.weight_bytes(model) / (2 * matmul_parameter_count(model))
+        vd = cfg.vocab_size * cfg.hidden_size
+        stationary = (models.parameter_count(cfg) - vd) * 2          # bf16, untied: the LM head is read
+        expected = hybrid_knee(ridge, stationary, matmul_parameter_count(cfg), cfg.hidden_size * 2)
         assert knee_batch_size(model, gpu, 0) == pytest.approx(expected, rel=1e-12)
+        assert knee_batch_size(model, gpu, 0) == pytest.approx(ridge, rel=2e-4)
+        assert knee_batch_size(model, gpu, 0) > ridge
     assert roofline.ridge_point("A100") == pytest.approx(153.0, abs=0.1)       # 312 / 2.039
-    assert knee_batch_size("Llama-2-7B", "A100", 0) == pytest.approx(156.05, abs=0.01)
+    assert knee_batch_size("Llama-2-7B", "A100", 0) == pytest.approx(
+        hybrid_knee(A100_FLOPS / A100_BW, (P_7B - V_7B * D_7B) * 2, P_7B - V_7B * D_7B, D_7B * 2), rel=1e-12)
+    assert round(knee_batch_size("Llama-2-7B", "A100", 0), 2) == 153.03
 
 
 def test_realistic_efficiencies_bring_the_a100_knee_near_100():
-    # The often-quoted "B* ~ 75-100 on an A100" needs MFU < MBU; at the physical bound it is ~156.
+    # The often-quoted "B* ~ 75-100 on an A100" needs MFU < MBU; at the physical bound it is ~153.
     knee = knee_batch_size("Llama-2-7B", "A100", 0, mfu=0.5, mbu=0.8)
     assert 75 <= knee <= 100
-    assert knee == pytest.approx(knee_batch_size("Llama-2-7B", "A100", 0) * 0.5 / 0.8)
+    ridge = A100_FLOPS * 0.5 / (A100_BW * 0.8)          # the achieved ridge
+    p_mm = P_7B - V_7B * D_7B
+    assert knee == pytest.approx(hybrid_knee(ridge, p_mm * 2, p_mm, D_7B * 2), rel=1e-12)
+    assert knee == pytest.approx(knee_batch_size("Llama-2-7B", "A100", 0) * 0.5 / 0.8, rel=1e-4)
 
 
 def test_critical_context_of_llama2_7b_on_a100():
@@ -66,16 +94,23 @@ def test_critical_context_of_llama2_7b_on_a100():
 
 
 def test_ceiling_at_zero_context_is_peak_flops_over_two_p():
-    for overlap in OVERLAPS:
+    # Compute alone where memory overlaps it; the additive bound also pays each sequence's gathered
+    # embedding row (D x 2 bytes) in series with its 2 P_mm FLOPs.
+    p_mm = matmul_parameter_count("Llama-2-7B")
+    assert p_mm == P_7B - V_7B * D_7B
+    for overlap in ("roofline", "hybrid"):
         assert max_decode_throughput("Llama-2-7B", "A100", 0, overlap=overlap) == pytest.approx(
-            312e12 / (2 * matmul_parameter_count("Llama-2-7B")))
+            A100_FLOPS / (2 * p_mm), rel=1e-12)
+    assert max_decode_throughput("Llama-2-7B", "A100", 0, overlap="additive") == pytest.approx(
+        1 / (2 * p_mm / A100_FLOPS + D_7B * 2 / A100_BW), rel=1e-12)
 
 
 def test_ceiling_at_long_context_is_the_kv_bandwidth_in_the_roofline():
     # S >= S_crit: every added sequence costs its KV read, W / (S k) sequences per second at most
+    # (and its gathered embedding row, D x 2 bytes)
     s = 2048
     assert max_decode_throughput("Llama-2-7B", "A100", s, overlap="roofline") == pytest.approx(
-        2.039e12 / (s * 524_288))
+        A100_BW / (s * 524_288 + D_7B * 2), rel=1e-12)
 
 
 # ---- the knee is where the max switches ---------------------------------------------------------
@@ -121,10 +156,17 @@ def test_roofline_knee_is_infinite_exactly_beyond_the_critical_context(model, gp
 
 def test_moe_knee_solves_its_equation():
     # Mixtral: the weights read grow with the batch (more experts touched), solved by bisection
+    # at B*: (shared - V D + E (1 - (1 - k/E)^B) x expert + B D) x 2 bytes / W = 2 P_mm B / F
     model, gpu = "Mixtral-8x7B", "H100"
     knee = knee_batch_size(model, gpu, 0)
     acc = get_accelerator(gpu)
-    weights = decode._weights_read_bytes(model, "bf16", knee) / acc.memory_bandwidth
+    cfg = models.get_model(model)
+    shared, expert = models.expert_parameter_split(cfg)
+    e, k = cfg.n_experts, cfg.n_active_experts
+    assert (e, k) == (8, 2)
+    touched = e * (1 - (1 - k / e) ** knee)
+    read = (shared - cfg.vocab_size * cfg.hidden_size + touched * expert + knee * cfg.hidden_size) * 2
+    weights = read / acc.memory_bandwidth
     linear = 2 * matmul_parameter_count(model) * knee / acc.peak_flops("bf16")
     assert weights == pytest.approx(linear, rel=1e-9)
     # touching all experts makes its knee later than that of a dense model of its active size
@@ -138,8 +180,17 @@ def test_moe_knee_solves_its_equation():
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(DENSE), st.sampled_from(GPUS), st.floats(0.1, 1.0), st.floats(0.1, 1.0))
 def test_knee_scales_as_mfu_over_mbu_and_critical_context_as_mbu_over_mfu(model, gpu, mfu, mbu):
-    assert knee_batch_size(model, gpu, 0, mfu=mfu, mbu=mbu) == pytest.approx(
-        knee_batch_size(model, gpu, 0) * mfu / mbu)
+    # The knee is a function of the achieved ridge F MFU / (W MBU) alone (hybrid_knee above): nearly
+    # proportional to it, exactly so but for the gathered embedding rows (ridge D / P_mm < 1 %).
+    cfg = models.get_model(model)
+    ridge = roofline.ridge_point(gpu) * mfu / mbu
+    p_mm = matmul_parameter_count(cfg)
+    assert not cfg.tied_embeddings          # the LM head is its own matrix, read with the body
+    stationary = (models.parameter_count(cfg) - cfg.vocab_size * cfg.hidden_size) * 2
+    knee = knee_batch_size(model, gpu, 0, mfu=mfu, mbu=mbu)
+    assert knee == pytest.approx(hybrid_knee(ridge, stationary, p_mm, cfg.hidden_size * 2), rel=1e-9)
+    assert knee == pytest.approx(knee_batch_size(model, gpu, 0, mfu=mfu / 2, mbu=mbu / 2), rel=1e-12)
+    assert knee == pytest.approx(knee_batch_size(model, gpu, 0) * mfu / mbu, rel=1e-2)
     assert critical_context_length(model, gpu, mfu=mfu, mbu=mbu) == pytest.approx(
         critical_context_length(model, gpu) * mbu / mfu)
 
@@ -210,6 +261,16 @@ def test_scalars_give_floats_and_arrays_broadcast():
     assert grid[1, 1] == pytest.approx(knee_batch_size("Llama-2-7B", "A100", 100, overlap="roofline"))
     assert critical_context_length("Llama-2-7B", "A100", mbu=np.array([0.5, 1.0])).shape == (2,)
     assert max_decode_throughput("Llama-2-7B", "A100", np.array([0, 10, 100])).shape == (3,)
+
+
+@pytest.mark.parametrize("model", ["Llama-3.1-8B", "Mixtral-8x7B"])
+def test_hybrid_knee_keeps_the_shape_of_an_array_context_it_does_not_depend_on(model):
+    # regression: the hybrid knee ignores the context, and once returned a bare float for an array of them
+    contexts = np.array([0, 512, 8192])
+    knee = knee_batch_size(model, "H100", contexts)
+    assert isinstance(knee, np.ndarray) and knee.shape == (3,)
+    assert np.all(knee == knee_batch_size(model, "H100", 0))
+    assert knee_batch_size(model, "H100", contexts.reshape(3, 1), mbu=np.array([0.5, 1.0])).shape == (3, 2)
 
 
 @pytest.mark.parametrize("call, match", [

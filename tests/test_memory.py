@@ -27,7 +27,7 @@ def test_llama2_7b_holds_half_a_mib_per_token_and_2_gib_per_4096_tokens():
 
 def test_lmdeploy_static_batch_64_x_4096_needs_128_gib_more_than_an_a100():
     # LMDeploy a100_fp16.md (flagged KV-capacity-limited in shared/data/published-measurements.csv)
-    need = mem.kv_bytes_for_batch("Llama-2-7B", 64, 4096, "fp16")
+    need = mem.kv_bytes_for_batch("Llama-2-7B", 64, 4096, kv_dtype="fp16")
     assert need == 128 * GiB
     assert not mem.fits("Llama-2-7B", "A100-SXM4-80GB", 4096, batch_size=64, kv_dtype="fp16")
     assert mem.max_batch_size("Llama-2-7B", "A100-SXM4-80GB", 4096, memory_bytes=80 * GiB) == 29
@@ -36,13 +36,14 @@ def test_lmdeploy_static_batch_64_x_4096_needs_128_gib_more_than_an_a100():
 def test_reproduces_vllm_memory_profile_log_of_llama3_8b_on_h100():
     # vLLM PR #10511 (2024-12-14): total_gpu_memory 79.22 GiB x 0.90 = 71.29 GiB; weights 14.96 GiB;
     # non_torch_memory 1.79 GiB; PyTorch activation peak 1.26 GiB; available_kv_cache_memory 53.29 GiB
-    assert mem.usable_memory(H100, 0.9, 0.0, 79.22 * GiB) / GiB == pytest.approx(71.29, abs=0.01)
-    assert mem.weight_bytes_per_gpu("Llama-3.1-8B", "bf16", 1) / GiB == pytest.approx(14.96, abs=0.005)
+    assert mem.usable_memory(H100, gpu_memory_utilization=0.9, reserve_bytes=0.0,
+                            memory_bytes=79.22 * GiB) / GiB == pytest.approx(71.29, abs=0.01)
+    assert mem.weight_bytes_per_gpu("Llama-3.1-8B", weight_dtype="bf16", tensor_parallel=1) / GiB == pytest.approx(14.96, abs=0.005)
     avail = mem.memory_available_for_kv("Llama-3.1-8B", H100, memory_bytes=79.22 * GiB,
                                         reserve_bytes=(1.79 + 1.26) * GiB)
     assert avail / GiB == pytest.approx(53.29, abs=0.01)
     # same PR, -tp 2: "model weights take 7.48GiB" per GPU
-    assert mem.weight_bytes_per_gpu("Llama-3.1-8B", "bf16", 2) / GiB == pytest.approx(7.48, abs=0.005)
+    assert mem.weight_bytes_per_gpu("Llama-3.1-8B", weight_dtype="bf16", tensor_parallel=2) / GiB == pytest.approx(7.48, abs=0.005)
 
 
 def test_vllm_block_count_of_llama2_7b_on_an_a100_is_below_our_upper_bound():
@@ -65,10 +66,10 @@ def test_tensor_parallel_head_rules_match_vllm():
 
 def test_replicated_kv_heads_cost_memory_and_their_projections_too():
     model = get_model("Llama-3.1-405B")
-    per_gpu = mem.kv_bytes_per_token_per_gpu(model, "bf16", 16)
+    per_gpu = mem.kv_bytes_per_token_per_gpu(model, kv_dtype="bf16", tensor_parallel=16)
     assert per_gpu == 2 * 126 * 1 * 128 * 2 == 64512
     assert per_gpu * 16 == 2 * kv_bytes_per_token(model, "bf16")  # each head stored twice
-    extra = mem.weight_bytes_per_gpu(model, "bf16", 16) - weight_bytes(model, "bf16") / 16
+    extra = mem.weight_bytes_per_gpu(model, weight_dtype="bf16", tensor_parallel=16) - weight_bytes(model, "bf16") / 16
     assert extra == pytest.approx(mem.kv_projection_parameter_count(model) * 2 * (1 / 8 - 1 / 16))
 
 
@@ -77,6 +78,16 @@ def test_405b_bf16_does_not_fit_one_h100_and_needs_16_gpus():
     assert mem.memory_available_for_kv("Llama-3.1-405B", H100) == 0.0
     assert mem.min_tensor_parallel("Llama-3.1-405B", H100, 8192) == 16
     assert mem.min_tensor_parallel("Llama-3.1-405B", H100, 8192, weight_dtype="fp8") == 8
+
+
+def test_min_tensor_parallel_tries_every_degree_whatever_tensor_parallel_says():
+    # The rewrite made tensor_parallel a deployment option that min_tensor_parallel replaces by every valid
+    # degree in turn (CORE_CHANGES); the old refusal ("do not pass it") is gone. 405B in bf16: 811.7 GB of
+    # weights / 72 GB usable per H100 (0.9 x 80e9) needs 16, and passing 2 or 32 changes nothing.
+    for given_degree in (1, 2, 32):
+        assert mem.min_tensor_parallel("Llama-3.1-405B", H100, 8192, tensor_parallel=given_degree) == 16
+    assert math.ceil(weight_bytes("Llama-3.1-405B") / (0.9 * 80e9)) == 12   # 12 is no divisor of 128 heads
+    assert 12 not in mem.valid_tensor_parallel_degrees("Llama-3.1-405B")
 
 
 def test_check_fits_names_the_numbers():
@@ -164,9 +175,9 @@ def test_max_batch_is_the_floor_of_budget_over_sequence(model, utilization, rese
 def test_tensor_parallel_splits_weights_and_kv_and_replicates_below_one_head(model, data):
     m = get_model(model)
     n = data.draw(st.sampled_from(mem.valid_tensor_parallel_degrees(m)))
-    per_gpu_kv = mem.kv_bytes_per_token_per_gpu(m, "bf16", n)
+    per_gpu_kv = mem.kv_bytes_per_token_per_gpu(m, kv_dtype="bf16", tensor_parallel=n)
     assert per_gpu_kv * n == pytest.approx(kv_bytes_per_token(m, "bf16") * max(m.n_kv_heads, n) / m.n_kv_heads)
-    total_weights = mem.weight_bytes_per_gpu(m, "bf16", n) * n
+    total_weights = mem.weight_bytes_per_gpu(m, weight_dtype="bf16", tensor_parallel=n) * n
     if n <= m.n_kv_heads:
         assert total_weights == pytest.approx(weight_bytes(m, "bf16"))
     else:
@@ -218,7 +229,6 @@ def test_fp8_kv_at_least_doubles_the_batch(model, s):
     (lambda: mem.compare_kv_allocation("Llama-2-7B", [3000], 1e9, 2048), r"more than reserved_len = 2048"),
     (lambda: mem.compare_kv_allocation("Llama-2-7B", [], 1e9, 2048), r"at least one request"),
     (lambda: mem.min_tensor_parallel("Llama-3.1-405B", "A10", 131072, batch_size=100), r"does not fit at any tensor_parallel"),
-    (lambda: mem.min_tensor_parallel("Llama-3.1-8B", H100, 10, tensor_parallel=2), r"do not pass it"),
     (lambda: mem.check_fits("Llama-3.1-8B", H100, [10, 20]), r"scalars only"),
 ])
 def test_bad_input_raises_a_value_error_that_says_what_is_allowed(call, match):

@@ -21,6 +21,9 @@ H100 = "H100-SXM5-80GB"
 # 32 layers, D = 4096, 32 heads of 128, FFN 11008 (gated), vocabulary 32000.
 L7, D7, H7, DH7, F7, V7 = 32, 4096, 32, 128, 11008, 32000
 BODY7 = L7 * (4 * D7 * D7 + 3 * D7 * F7 + 2 * D7) + D7  # blocks + norms + final norm
+P7 = BODY7 + 2 * V7 * D7                                # + input-embedding table + untied LM head
+KV7 = 2 * L7 * 32 * DH7 * 2                             # K and V, 32 KV heads (MHA), bf16: 512 KiB/token
+A100_FLOPS, A100_BW = 312e12, 2.039e12                  # A100-SXM4-80GB datasheet: dense bf16, HBM2e
 
 
 # --- known values ------------------------------------------------------------------------
@@ -55,11 +58,15 @@ def test_prefill_time_of_llama2_7b_on_a100_by_hand():
 
 
 def test_one_token_prefill_is_memory_bound_like_a_decode_step():
+    # the weights but the V x D input-embedding table (one row gathered), plus one KV entry written
     t_prefill = prefill.prefill_time("Llama-2-7B", A100, 1)
-    t_decode = decode.decode_step_time("Llama-2-7B", A100, 1, 0)
-    weights = models.weight_bytes("Llama-2-7B") / 2.039e12
-    assert t_prefill == pytest.approx(weights, rel=1e-3)
-    assert t_prefill == pytest.approx(t_decode, rel=1e-3)
+    assert P7 == models.parameter_count("Llama-2-7B")
+    weights = (P7 - V7 * D7 + D7) * 2 / A100_BW
+    assert t_prefill == pytest.approx(weights + KV7 / A100_BW, rel=1e-12)
+    assert t_prefill == pytest.approx(weights, rel=1e-4)
+    # exactly the decode step that attends to its one key (the step model's convention)
+    assert t_prefill == pytest.approx(decode.decode_step_time("Llama-2-7B", A100, 1, 1), rel=1e-12)
+    assert t_prefill == pytest.approx(decode.decode_step_time("Llama-2-7B", A100, 1, 0), rel=1e-4)
 
 
 def test_critical_prompt_length_matches_the_llama_shape_rule():
@@ -126,17 +133,27 @@ def test_saturating_chunk_is_where_weight_reads_and_matmuls_take_equal_time(acce
     assert high["weight_memory"] <= high["linear_compute"]
 
 
+def saturating_chunk(ridge, b_w):
+    """T* of one Llama-2-7B prompt: the weights read, (P - V D) b_w / W (+ T gathered rows, D b_w / W each),
+    equal the matmuls, 2 (P_body T + V D) / F. Solved: T* = (ridge (P - V D) b_w - 2 V D) / (2 P_body - ridge D b_w)."""
+    return (ridge * (P7 - V7 * D7) * b_w - 2 * V7 * D7) / (2 * BODY7 - ridge * D7 * b_w)
+
+
 def test_saturating_chunk_is_about_half_bytes_per_weight_times_the_ridge():
     m = get_model("Llama-2-7B")
-    p_total, p_body = models.parameter_count(m), prefill.body_parameter_count(m)
+    p_read, p_body = models.parameter_count(m) - V7 * D7, prefill.body_parameter_count(m)
     for acc in [A100, H100]:
         ridge = roofline.ridge_point(acc)
         got = prefill.saturating_chunk_size(m, acc)
-        assert got == pytest.approx(ridge * p_total / p_body, rel=0.01)
+        assert got == pytest.approx(saturating_chunk(ridge, 2), rel=1e-12)
+        assert got == pytest.approx(ridge * p_read / p_body, rel=0.01)
         int4 = prefill.saturating_chunk_size(m, acc, weight_dtype="int4")
-        assert int4 == pytest.approx(ridge / 4 * p_total / p_body, rel=0.01)
+        assert int4 == pytest.approx(saturating_chunk(ridge, 0.5), rel=1e-12)
+        assert int4 == pytest.approx(ridge / 4 * p_read / p_body, rel=0.01)
     # A100: the ridge is 312e12 / 2.039e12 = 153 FLOP/B (datasheet figures)
-    assert prefill.saturating_chunk_size(m, A100) == pytest.approx(159.2, abs=0.05)
+    assert prefill.saturating_chunk_size(m, A100) == pytest.approx(
+        saturating_chunk(A100_FLOPS / A100_BW, 2), rel=1e-12)
+    assert round(prefill.saturating_chunk_size(m, A100), 1) == 156.1
 
 
 def test_saturating_chunk_of_moe_counts_touched_experts():
@@ -149,12 +166,14 @@ def test_saturating_chunk_of_moe_counts_touched_experts():
 
 def test_throughput_saturates_below_the_compute_ceiling():
     m = get_model("Llama-2-7B")
-    ceiling = 312e12 / (2 * prefill.body_parameter_count(m))
-    chunks = np.array([1, 16, 64, 159, 160, 512, 2048, 4096])
+    ceiling = A100_FLOPS / (2 * prefill.body_parameter_count(m))
+    t_star = saturating_chunk(A100_FLOPS / A100_BW, 2)          # 156.1
+    chunks = np.array([1, 16, 64, math.floor(t_star), math.ceil(t_star), 512, 2048, 4096])
     tput = prefill.prefill_throughput(m, A100, chunks)
     assert np.all(tput < ceiling)
-    assert tput[0] == pytest.approx(1 / (models.weight_bytes(m) / 2.039e12), rel=1e-3)
-    assert tput[4] > 0.97 * ceiling            # saturated just past T* = 159.2
+    # one token: its weights read ((P - V D + D) x 2 bytes) and its KV entry written
+    assert tput[0] == pytest.approx(A100_BW / ((P7 - V7 * D7 + D7) * 2 + KV7), rel=1e-12)
+    assert tput[4] > 0.97 * ceiling            # saturated just past T*
     assert np.all(np.diff(tput[:5]) > 0)       # grows linearly while memory-bound
 
 
@@ -305,6 +324,24 @@ def test_prefill_time_rejects_bad_input(kwargs, message):
     with pytest.raises(ValueError) as info:
         prefill.prefill_time("Llama-2-7B", A100, **kwargs)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda **kw: prefill.prefill_flops("Llama-2-7B", **kw),
+    lambda **kw: prefill.prefill_iteration("Llama-2-7B", **kw),
+    lambda **kw: prefill.ttft("Llama-2-7B", A100, **kw),
+    lambda **kw: prefill.prefill_throughput("Llama-2-7B", A100, **kw),
+    lambda **kw: prefill.prefill_step_parts("Llama-2-7B", A100, **kw),
+    lambda **kw: prefill.prefill_mfu("Llama-2-7B", A100, measured_time=0.1, **kw),
+])
+def test_every_prefill_function_names_cached_len_as_its_caller_does(call):
+    # regression: the step model's own names (cached_tokens, new_tokens) leaked into these messages
+    with pytest.raises(ValueError, match=r"^cached_len must be >= 0, got -1$"):
+        call(prompt_len=16, cached_len=-1)
+    with pytest.raises(ValueError, match=r"^cached_len must be a whole number, got 2.5"):
+        call(prompt_len=16, cached_len=2.5)
+    with pytest.raises(ValueError, match=r"^prompt_len \+ cached_len = 5000 exceeds Llama-2-7B's maximum"):
+        call(prompt_len=4000, cached_len=1000)
 
 
 def test_other_functions_reject_bad_input():

@@ -45,8 +45,8 @@ def test_matmul_flops_and_bytes_known_values():
     # Llama-3.1-8B's FFN up-projection [B, 4096] x [4096, 14336]
     assert roofline.matmul_flops(1, 4096, 14336) == 2 * 4096 * 14336
     assert roofline.matmul_bytes(1, 4096, 14336) == 4096 * 14336 * 2 + (4096 + 14336) * 2
-    assert roofline.matmul_bytes(8, 4096, 14336, "int4", "bf16") == 4096 * 14336 * 0.5 + 8 * (4096 + 14336) * 2
-    assert roofline.matmul_intensity(16, 1000, 1000, "fp8", "fp8") == pytest.approx(
+    assert roofline.matmul_bytes(8, 4096, 14336, weight_dtype="int4", activation_dtype="bf16") == 4096 * 14336 * 0.5 + 8 * (4096 + 14336) * 2
+    assert roofline.matmul_intensity(16, 1000, 1000, weight_dtype="fp8", activation_dtype="fp8") == pytest.approx(
         2 * 16 * 1000 * 1000 / (1000 * 1000 + 16 * 2000))
 
 
@@ -71,12 +71,12 @@ def test_matmul_functions_broadcast_and_return_floats():
     (H100, "fp8", "fp8", 1978.9e12 / 3.35e12 / 2),        # fp8 math: unchanged (= 295)
 ])
 def test_critical_batch_size_limit(acc, weight, compute, expected):
-    assert roofline.critical_batch_size(acc, weight, compute) == pytest.approx(expected, rel=1e-12)
+    assert roofline.critical_batch_size(acc, weight_dtype=weight, compute_dtype=compute) == pytest.approx(expected, rel=1e-12)
 
 
 def test_fp8_math_leaves_the_critical_batch_unchanged():
-    assert roofline.critical_batch_size(H100, "fp8", "fp8") == pytest.approx(
-        roofline.critical_batch_size(H100, "bf16", "bf16"), rel=1e-3)
+    assert roofline.critical_batch_size(H100, weight_dtype="fp8", compute_dtype="fp8") == pytest.approx(
+        roofline.critical_batch_size(H100, weight_dtype="bf16", compute_dtype="bf16"), rel=1e-3)
 
 
 def test_realistic_efficiencies_give_the_quoted_75_to_100():
@@ -97,7 +97,8 @@ def test_exact_critical_batch_known_value_and_limit():
 
 def test_exact_critical_batch_is_infinite_for_small_matrices():
     # H100 fp8 ridge 590.7 with bf16 activations: D = F = 1024 can never reach it
-    assert math.isinf(roofline.critical_batch_size(H100, "fp8", "fp8", "bf16", d_in=1024, d_out=1024))
+    assert math.isinf(roofline.critical_batch_size(H100, weight_dtype="fp8", compute_dtype="fp8",
+                                                  activation_dtype="bf16", d_in=1024, d_out=1024))
     out = roofline.critical_batch_size(H100, d_in=np.array([256, 8192]), d_out=8192)
     assert math.isinf(out[0]) and math.isfinite(out[1])
 
@@ -107,13 +108,13 @@ def test_exact_critical_batch_is_infinite_for_small_matrices():
        weight=st.sampled_from(["bf16", "fp8", "int8", "int4"]),
        mfu=st.floats(0.3, 1.0), mbu=st.floats(0.3, 1.0))
 def test_exact_critical_batch_puts_the_matmul_on_the_ridge(d, f, weight, mfu, mbu):
-    b = roofline.critical_batch_size(A100, weight, mfu=mfu, mbu=mbu, d_in=d, d_out=f)
+    b = roofline.critical_batch_size(A100, weight_dtype=weight, mfu=mfu, mbu=mbu, d_in=d, d_out=f)
     ridge = roofline.ridge_point(A100, mfu=mfu, mbu=mbu)
     flops = 2 * b * d * f
     bytes_moved = d * f * bytes_per_element(weight) + b * (d + f) * 2
     assert flops / bytes_moved == pytest.approx(ridge, rel=1e-9)
     # and the exact value is never below the large-matrix limit
-    assert b >= roofline.critical_batch_size(A100, weight, mfu=mfu, mbu=mbu) * (1 - 1e-12)
+    assert b >= roofline.critical_batch_size(A100, weight_dtype=weight, mfu=mfu, mbu=mbu) * (1 - 1e-12)
 
 
 # --------------------------------------------------------------------------- attention
@@ -121,7 +122,7 @@ def test_exact_critical_batch_puts_the_matmul_on_the_ridge(d, f, weight, mfu, mb
 def test_decode_attention_intensity_is_g_in_bf16(name):
     m = models.get_model(name)
     assert roofline.decode_attention_intensity(m) == m.n_heads / m.n_kv_heads
-    assert roofline.decode_attention_intensity(m, "fp8") == 2 * m.n_heads / m.n_kv_heads
+    assert roofline.decode_attention_intensity(m, kv_dtype="fp8") == 2 * m.n_heads / m.n_kv_heads
 
 
 def test_decode_attention_intensity_with_context_tends_to_the_limit():
@@ -274,6 +275,6 @@ def test_missing_peak_raises_with_the_reason():
     with pytest.raises(ValueError, match="no tensor-core peak on A10G"):
         roofline.ridge_point("A10G")
     with pytest.raises(ValueError, match="fp8"):
-        roofline.critical_batch_size(A100, "fp8", "fp8")
+        roofline.critical_batch_size(A100, weight_dtype="fp8", compute_dtype="fp8")
     with pytest.raises(ValueError, match="compute_dtype: .*int4.*math dtype"):
-        roofline.critical_batch_size(H100, "int4", compute_dtype="int4")
+        roofline.critical_batch_size(H100, weight_dtype="int4", compute_dtype="int4")

@@ -41,8 +41,8 @@ def test_sweep_per_gpu_runs_the_deployment_at_n_times_the_rate():
     direct = sim.simulate(dataclasses.replace(config, arrivals=sim.Poisson(4.0)), 0)
     np.testing.assert_array_equal(two.results[0].records.ttft, direct.records.ttft)
     assert math.isclose(two.throughput[0], len(direct.records) / direct.duration / 2)
-    assert math.isclose(two.goodput[0, 0], direct.goodput(ttft=0.5, tpot=0.05) / 2)
-    assert math.isclose(two.attainment[0, 0], direct.slo_attainment(ttft=0.5, tpot=0.05))
+    assert math.isclose(two.goodput[0, 0], direct.goodput(ttft_slo=0.5, tpot_slo=0.05) / 2)
+    assert math.isclose(two.attainment[0, 0], direct.slo_attainment(ttft_slo=0.5, tpot_slo=0.05))
 
 
 def test_sweep_percentiles_match_the_records_and_the_itl_values():

@@ -20,10 +20,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from servingmath import queueing, simulate as sim
+from servingmath import memory, queueing, slo, simulate as sim
 from servingmath.decode import decode_step_time
-from servingmath.models import kv_bytes_per_token, weight_bytes
-from servingmath.prefill import prefill_time
+from servingmath.deployment import Deployment
+from servingmath.models import kv_bytes_per_token, kv_projection_parameter_count, parameter_count, weight_bytes
+from servingmath.prefill import prefill_step_parts, prefill_time
+from servingmath.sharding import NCCL_NVLINK_ALLREDUCE
+from servingmath.step import Iteration, iteration_work, step_time, time_parts
 from servingmath.simulate.results import weighted_percentile
 from servingmath.workloads import (ClosedLoop, Geometric, Poisson, Timestamps, Workload,
                                    chat_workload)
@@ -33,6 +36,8 @@ from conftest import load_tool
 H100 = "H100-SXM5-80GB"
 LLAMA = "Llama-3.1-8B"
 SERVER = sim.Server(LLAMA, H100)
+# Llama-3.1-8B (config.json): V = 128256, D = 4096, untied; H100-SXM5 datasheet: 3.35 TB/s, 989.4 TFLOP/s bf16
+V8, D8, H100_BW = 128_256, 4_096, 3.35e12
 
 
 def run(workload, arrivals, policy=None, server=SERVER, seed=0, **kw):
@@ -68,6 +73,60 @@ def test_iterations_equal_decode_and_prefill_step_times(model, tp, overlap):
         assert steps.iteration(chunks=[(n, cached)] * batch) == pytest.approx(expected, rel=1e-12)
 
 
+def _cases(model):
+    """(name, Iteration, the simulator's description of the same iteration) for one model."""
+    return [
+        ("decode", Iteration.decode(model, sequences=64, context_len=3000), ([3000] * 64, [])),
+        ("decode past a window", Iteration.decode(model, sequences=8, context_len=6000), ([6000] * 8, [])),
+        ("lone decode", Iteration.decode(model, sequences=1, context_len=1), ([1], [])),
+        ("prefill", Iteration.of(model, new_tokens=2048), ([], [(2048, 0)])),
+        ("batched prefill", Iteration.of(model, sequences=3, new_tokens=300), ([], [(300, 0)] * 3)),
+        ("final chunk after cached tokens", Iteration.of(model, new_tokens=512, cached_tokens=5000),
+         ([], [(512, 5000, True)])),
+        ("non-final chunk, no logits", Iteration.of(model, new_tokens=512, cached_tokens=1024, logits=0),
+         ([], [(512, 1024, False)])),
+        ("mixed", Iteration.decode(model, sequences=16, context_len=600)
+         + Iteration.of(model, new_tokens=256)
+         + Iteration.of(model, new_tokens=128, cached_tokens=4500, logits=0),
+         ([600] * 16, [(256, 0), (128, 4500, False)])),
+    ]
+
+
+@pytest.mark.parametrize("overlap", ["hybrid", "roofline", "additive"])
+@pytest.mark.parametrize("tp", [1, 8])
+@pytest.mark.parametrize("model", [LLAMA, "Mixtral-8x7B", "Mistral-7B"])
+def test_library_step_times_are_the_step_model(model, tp, overlap):
+    # the simulator's per-count seconds and its own counting of an iteration against step.step_time
+    # of the same Iteration: dense, MoE (experts touched), sliding window; TP 8 with NCCL's all-reduce
+    # latencies and link efficiency, and a per-step overhead
+    options = dict(tensor_parallel=tp, overlap=overlap, step_overhead=150e-6, mfu=0.7, mbu=0.8)
+    if tp > 1:
+        options.update(NCCL_NVLINK_ALLREDUCE)
+    dep = Deployment.build(model, H100, **options)
+    steps = sim.LibraryStepTimes(model, H100, **options)
+    assert sim.LibraryStepTimes.for_deployment(dep).deployment == steps.deployment == dep
+    for name, it, (decodes, chunks) in _cases(dep.model):
+        work = iteration_work(dep, it)
+        expected = step_time(dep, work)
+        parts = time_parts(dep, work)
+        assert parts["overhead"] == 150e-6
+        assert (parts["communication"] > 0) == (tp > 1), name
+        got = steps.iteration_time(int(it.tokens), it.kv_tokens, it.attention_pairs, int(it.logits))
+        assert got == pytest.approx(expected, rel=1e-12), name
+        assert steps.iteration(decodes, chunks) == pytest.approx(expected, rel=1e-12), name
+
+
+def test_the_cases_differ_where_the_step_model_says_they_should():
+    # guard for the test above: the non-final chunk skips the LM head, the window caps the KV reads
+    dep = Deployment.build("Mistral-7B", H100)
+    steps = sim.LibraryStepTimes.for_deployment(dep)
+    final, partial = steps.iteration(chunks=[(512, 1024, True)]), steps.iteration(chunks=[(512, 1024, False)])
+    assert final > partial
+    assert steps.iteration([6000]) == steps.iteration([4096]) > steps.iteration([4095])
+    moe = sim.LibraryStepTimes("Mixtral-8x7B", H100)
+    assert moe.iteration([100] * 2) < moe.iteration([100] * 64)       # more experts touched
+
+
 def test_roofline_decode_line_changes_regime_where_the_lines_cross():
     # B = 400 > the H100 ridge (~295): compute-bound at short contexts, the KV line overtakes later
     steps = sim.Server(LLAMA, H100, overlap="roofline").build_step_times()
@@ -91,8 +150,25 @@ def test_roofline_decode_line_changes_regime_where_the_lines_cross():
 def test_default_kv_capacity_is_memory_left_after_weights():
     expected = (80e9 * 0.9 - weight_bytes(LLAMA)) // kv_bytes_per_token(LLAMA)
     assert SERVER.kv_capacity() == expected
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ValueError, match="Llama-3.1-405B with bf16 weights leaves no room for a KV cache on "
+                                         "1 x H100-SXM5-80GB at gpu_memory_utilization=0.9"):
         sim.Server("Llama-3.1-405B", H100).kv_capacity()
+
+
+def test_kv_capacity_counts_replicated_kv_heads_per_gpu():
+    # Llama-3.1-70B (80 layers, 8 KV heads of 128) on 16 GPUs: each GPU holds one KV head (replicated
+    # twice) and 1/8 of the K/V projections; the cache is what one GPU's budget holds, not the pooled memory
+    model, n = "Llama-3.1-70B", 16
+    p, p_kv = parameter_count(model), kv_projection_parameter_count(model)
+    weights_per_gpu = (p - p_kv) * 2 / n + p_kv * 2 / 8
+    per_token_per_gpu = 2 * 80 * 1 * 128 * 2
+    expected = (80e9 * 0.9 - weights_per_gpu) // per_token_per_gpu
+    server = sim.Server(model, H100, tensor_parallel=n)
+    assert server.kv_capacity() == expected == memory.max_kv_tokens(model, H100, tensor_parallel=n)
+    pooled = (n * 80e9 * 0.9 - weight_bytes(model)) // kv_bytes_per_token(model)     # the old, wrong count
+    assert server.kv_capacity() < 0.6 * pooled
+    assert sim.Server(model, H100, tensor_parallel=n, gpu_memory_utilization=0.5).kv_capacity() == (
+        (80e9 * 0.5 - weights_per_gpu) // per_token_per_gpu)
 
 
 def test_a_lone_request_takes_prefill_plus_its_decode_steps():
@@ -116,7 +192,13 @@ def test_simultaneous_arrivals_share_one_prefill():
 def test_chunked_prefill_charges_each_chunk_after_its_cached_part():
     res = run(Workload.fixed(1, 300, 2), Timestamps([0.0]), sim.ChunkedPrefill(token_budget=128,
                                                                                 max_batch_size=8))
-    expected = (prefill_time(LLAMA, H100, 128) + prefill_time(LLAMA, H100, 128, cached_len=128)
+    # the two chunks that do not end the prompt emit no logits, so they skip the LM head's V x D x 2 bytes;
+    # 128 tokens are below the H100's ridge (~295), so those chunks are bound by the weight read
+    head = V8 * D8 * 2 / H100_BW
+    for cached in (0, 128):
+        parts = prefill_step_parts(LLAMA, H100, 128, cached_len=cached)
+        assert parts["linear_compute"] < parts["weight_memory"] - head
+    expected = (prefill_time(LLAMA, H100, 128) - head + prefill_time(LLAMA, H100, 128, cached_len=128) - head
                 + prefill_time(LLAMA, H100, 44, cached_len=256))
     assert res.records.first_token[0] == pytest.approx(expected, rel=1e-12)
 
@@ -139,9 +221,10 @@ def test_mixed_iteration_reads_weights_once():
     steps = SERVER.build_step_times()
     mixed = steps.iteration([600] * 16, [(256, 0)])
     apart = decode_step_time(LLAMA, H100, 16, 600) + prefill_time(LLAMA, H100, 256)
-    weights_alone = weight_bytes(LLAMA) / 3.35e12
+    # one read of every weight but the embedding table (whose rows are gathered per token, so those stay)
+    weights_alone = (weight_bytes(LLAMA) - V8 * D8 * 2) / H100_BW
     assert mixed < apart
-    assert apart - mixed == pytest.approx(weights_alone, rel=0.05)   # one weight read saved
+    assert apart - mixed == pytest.approx(weights_alone, rel=0.01)   # one weight read saved
 
 
 # ---- queueing theory ----------------------------------------------------------------------------------
@@ -298,7 +381,13 @@ def test_chunked_prefill_removes_the_decode_stalls_of_prefill_first():
     stall = prefill_time(LLAMA, H100, 2000)
     assert first.itl.p99 > stall                  # a prompt's prefill pauses every running decode
     assert chunked.itl.p99 < 0.5 * first.itl.p99  # Sarathi-Serve: stall-free batching
-    assert chunked.ttft.mean > first.ttft.mean    # ... at the price of slower first tokens
+    # 512-token chunks are compute-bound (above the ridge, ~295): chunking costs a prompt little
+    assert chunked.ttft.mean == pytest.approx(first.ttft.mean, rel=0.05)
+    # below the ridge every chunk pays a whole weight read (all but the embedding table and the LM head,
+    # which only the final chunk runs): a 2000-token prompt in 128-token chunks takes 16 of them
+    small = run(work, Poisson(5.0), sim.ChunkedPrefill(token_budget=128, max_batch_size=64)).records
+    reads = math.ceil(2000 / 128) * (weight_bytes(LLAMA) - 2 * V8 * D8 * 2) / H100_BW
+    assert small.ttft.min() >= reads > 1.5 * first.ttft.mean    # the price of too small a budget
 
 
 def test_static_batches_start_together_and_nothing_joins_them():
@@ -319,7 +408,7 @@ def test_interactive_requests_overtake_batch_requests():
     res = run(work, Poisson(40.0), sim.ContinuousBatching(max_batch_size=8))
     r = res.records
     assert r.queue_delay[r.priority == 0].mean() < 0.5 * r.queue_delay[r.priority == 1].mean()
-    assert res.slo_attainment(ttft=0.5, priority=0) > res.slo_attainment(ttft=0.5, priority=1)
+    assert res.slo_attainment(ttft_slo=0.5, priority=0) > res.slo_attainment(ttft_slo=0.5, priority=1)
     interactive, batch = res.metrics(priority=0), res.metrics(priority=1)
     assert interactive.n_requests + batch.n_requests == 1500
     assert interactive.ttft.mean < batch.ttft.mean
@@ -412,21 +501,71 @@ def test_metrics_follow_vllm_definitions():
     assert m.request_throughput == pytest.approx(100 / res.duration)
     # goodput (vLLM): SLO-meeting requests per second; one-token outputs meet any TPOT SLO
     ok = (r.ttft <= 0.02) & (np.nan_to_num(r.tpot) <= 0.006)
-    assert res.goodput(ttft=0.02, tpot=0.006) == pytest.approx(ok.sum() / res.duration)
-    assert res.slo_attainment(tpot=1e-9) == pytest.approx(0.1)     # only the 10 one-token requests
+    assert res.goodput(ttft_slo=0.02, tpot_slo=0.006) == pytest.approx(ok.sum() / res.duration)
+    assert res.slo_attainment(tpot_slo=1e-9) == pytest.approx(0.1)     # only the 10 one-token requests
     assert "TTFT" in str(m) and "P99" in str(m)
     assert res.records[3].ttft == pytest.approx(r.ttft[3])
+
+
+@pytest.mark.parametrize("policy", [sim.ContinuousBatching(), sim.ChunkedPrefill(token_budget=512)])
+def test_sliding_window_caps_the_kv_reads_of_decode_in_the_simulator(policy):
+    # Mistral-7B attends to its last 4096 keys: a request served alone decodes at contexts 3901 ... 4499;
+    # every step past the window reads 4096 keys, so those steps all take the same time
+    mistral = sim.Server("Mistral-7B", H100)
+    res = run(Workload.fixed(1, 3900, 600), Timestamps([0.0]), policy, server=mistral)
+    gaps = np.diff(res.token_times(0))                   # gap k - 1: the decode step at context 3900 + k
+    contexts = 3900 + np.arange(1, 600)
+    beyond, within = gaps[contexts >= 4096], gaps[contexts < 4096]
+    assert beyond.size == 404 and within.size == 195
+    np.testing.assert_allclose(beyond, beyond[0], rtol=1e-12)
+    np.testing.assert_allclose(beyond, decode_step_time("Mistral-7B", H100, 1, 4096), rtol=1e-9)
+    assert np.all(np.diff(within) > 0)                   # within the window each key more costs more
+    # memory-bound: one more key is one more KV entry, 2 x 32 layers x 8 KV heads x 128 x 2 bytes, read at W
+    per_key = 2 * 32 * 8 * 128 * 2 / H100_BW
+    np.testing.assert_allclose(np.diff(within), per_key, rtol=1e-6)
+    np.testing.assert_allclose(beyond[0] - within[0], (4096 - 3901) * per_key, rtol=1e-6)
+
+
+@pytest.mark.parametrize("ttft_slo, tpot_slo, e2el_slo", [(0.014, None, None), (None, 0.0075, None),
+                                                          (0.025, 0.0085, None), (None, None, 0.3),
+                                                          (0.03, 1e-9, 2.0)])
+def test_simulated_goodput_and_attainment_are_the_slo_modules_on_the_records(ttft_slo, tpot_slo, e2el_slo):
+    # one-token requests (TPOT NaN in the records) meet any TPOT target, as vLLM counts them
+    work = Workload.from_lists([100, 800, 1500, 300] * 30, [1, 64, 32, 1] * 30).with_priorities(0.5, seed=1)
+    res = run(work, Poisson(40.0))
+    r = res.records
+    assert np.isnan(r.tpot[r.output_len == 1]).all()
+    targets = dict(ttft_slo=ttft_slo, tpot_slo=tpot_slo, e2el_slo=e2el_slo)
+    latencies = dict(ttft=r.ttft, tpot=r.tpot, e2el=r.e2e)
+    assert res.goodput(**targets) == slo.request_goodput(duration=res.duration, **latencies, **targets)
+    assert res.slo_attainment(**targets) == slo.slo_attainment(**latencies, **targets)
+    np.testing.assert_array_equal(res.meets_slo(**targets), slo.meets_slo(**latencies, **targets))
+    # and by hand: a request is good when every given target holds; a missing TPOT counts as met
+    ok = np.ones(len(r), dtype=bool)
+    if ttft_slo is not None:
+        ok &= r.ttft <= ttft_slo
+    if tpot_slo is not None:
+        ok &= np.nan_to_num(r.tpot, nan=0.0) <= tpot_slo
+    if e2el_slo is not None:
+        ok &= r.e2e <= e2el_slo
+    assert 0 < ok.sum() < len(r)                          # the targets separate the requests
+    assert res.goodput(**targets) == pytest.approx(ok.sum() / (r.finish.max() - r.arrival.min()), rel=1e-12)
+    assert res.slo_attainment(**targets) == pytest.approx(ok.mean(), rel=1e-12)
+    if tpot_slo == 1e-9:
+        assert ok[r.output_len > 1].sum() == 0 and ok[r.output_len == 1].any()
+    for c in (0, 1):
+        assert res.slo_attainment(**targets, priority=c) == pytest.approx(ok[r.priority == c].mean(), rel=1e-12)
 
 
 def test_distserve_goodput_search_brackets_the_attainment_target():
     server = sim.Server(step_times=sim.LinearStepTimes(step_time=1e-3, per_token=1e-5))
     config = sim.SimulationConfig(server, Workload.fixed(400, 200, 20), Poisson(10.0),
                                   sim.ContinuousBatching(max_batch_size=1))
-    rate = sim.max_goodput_rate(config, ttft=0.1, tpot=0.01, attainment=0.9, rel_tol=0.02)
-    at = sim.slo_attainment_curve(config, [rate, rate * 1.05], ttft=0.1, tpot=0.01)
+    rate = sim.max_goodput_rate(config, ttft_slo=0.1, tpot_slo=0.01, attainment=0.9, rel_tol=0.02)
+    at = sim.slo_attainment_curve(config, [rate, rate * 1.05], ttft_slo=0.1, tpot_slo=0.01)
     assert at[0] >= 0.9 > at[1]
     # with a batch cap of 1 the same arrivals squeezed in time only wait longer: monotone
-    curve = sim.slo_attainment_curve(config, [5.0, 10.0, 20.0, 40.0, 80.0], ttft=0.05)
+    curve = sim.slo_attainment_curve(config, [5.0, 10.0, 20.0, 40.0, 80.0], ttft_slo=0.05)
     assert (np.diff(curve) <= 0).all() and curve[0] > curve[-1]
     with pytest.raises(ValueError, match="SLO"):
         sim.max_goodput_rate(config)
@@ -507,8 +646,12 @@ def test_bad_calls_are_refused():
         sim.simulate(res.config, seed=-1)
     with pytest.raises(ValueError, match="config"):
         sim.simulate("fast", 0)
-    with pytest.raises(ValueError, match="ttft"):
-        res.slo_attainment(ttft=-1.0)
+    with pytest.raises(ValueError, match="ttft_slo must be > 0, got -1"):
+        res.slo_attainment(ttft_slo=-1.0)
+    with pytest.raises(ValueError, match="at least one target"):
+        res.goodput()
+    with pytest.raises(TypeError, match="ttft"):          # the old keyword names are gone
+        res.slo_attainment(ttft=0.5)
 
 
 def test_a_server_builds_its_step_times_once_and_reuse_changes_no_result():

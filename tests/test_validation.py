@@ -26,6 +26,13 @@ CSV_PATH = ROOT / "data" / "published-measurements.csv"
 # an 80 GB A100; only 33 ran at a time, and with 33 the bound holds.
 FINDINGS = {65: "stated batch does not fit in memory"}
 
+# Llama-2-7B (meta-llama/Llama-2-7b-hf config.json): 6,738,415,616 parameters, V = 32000, D = 4096, untied;
+# 32 layers x 32 KV heads x 128 x 2 (K, V) x 2 bytes = 524,288 B of KV per token. A100-SXM4-80GB datasheet:
+# 2.039 TB/s, 312 TFLOP/s dense fp16/bf16. A step reads every weight but the V x D input-embedding table,
+# of which it gathers one row per token.
+P7, V7, D7, KV7 = 6_738_415_616, 32_000, 4_096, 524_288
+A100_BW, A100_FLOPS = 2.039e12, 312e12
+
 
 @pytest.fixture(scope="module")
 def data():
@@ -150,8 +157,8 @@ def test_every_expressible_row_has_a_bound_and_the_direction_holds_or_is_a_findi
 def test_the_finding_is_a_batch_that_does_not_fit_and_the_bound_holds_for_the_batch_that_does(data):
     m = data.by_row(65)
     assert not m.fits
-    fit = memory.max_batch_size(m.model, m.accelerator, m.prompt_len + m.output_len, "fp16", "fp16",
-                                gpu_memory_utilization=1.0, memory_bytes=80 * 2**30)
+    fit = memory.max_batch_size(m.model, m.accelerator, m.prompt_len + m.output_len, weight_dtype="fp16",
+                                kv_dtype="fp16", gpu_memory_utilization=1.0, memory_bytes=80 * 2**30)
     assert fit == 33
     assert bound_holds(m.with_changes(batch_size=fit))
     assert [r.row for r in data.measurements if not r.fits] == [64, 65]
@@ -166,17 +173,20 @@ def test_achieved_fraction_is_in_unit_interval_exactly_when_the_bound_holds(data
 
 def test_bounds_equal_the_library_step_functions(data):
     for m in data.measurements:
-        dtypes = (m.weight_dtype, m.kv_dtype, m.compute_dtype)
+        options = dict(weight_dtype=m.weight_dtype, kv_dtype=m.kv_dtype, compute_dtype=m.compute_dtype,
+                       tensor_parallel=m.tensor_parallel)
         if m.scenario == "decode_step":
-            want = decode.decode_step_time(m.model, m.accelerator, m.batch_size,
-                                           m.prompt_len + (m.output_len - 2) // 2, *dtypes,
-                                           tensor_parallel=m.tensor_parallel)
+            # the (lower) median of the L_o - 1 decode steps at contexts L_p + 1 ... L_p + L_o - 1
+            contexts = m.prompt_len + 1 + np.arange(m.output_len - 1)
+            context = m.prompt_len + 1 + (m.output_len - 2) // 2
+            assert context == contexts[(contexts.size - 1) // 2], m.row
+            want = decode.decode_step_time(m.model, m.accelerator, m.batch_size, context, **options)
         elif m.scenario == "prefill":
-            want = prefill.prefill_time(m.model, m.accelerator, m.prompt_len, m.batch_size, 0, *dtypes,
-                                        tensor_parallel=m.tensor_parallel)
+            want = prefill.prefill_time(m.model, m.accelerator, m.prompt_len, batch_size=m.batch_size,
+                                        cached_len=0, **options)
         else:
             seconds = static_batch_time(m.model, m.accelerator, m.batch_size, m.prompt_len, m.output_len,
-                                        *dtypes, tensor_parallel=m.tensor_parallel)
+                                        **options)
             want = seconds if m.kind == "time" else (
                 m.batch_size * (m.output_len if m.unit == "tok/s" else 1) / seconds
                 / (m.tensor_parallel if m.basis == "per_gpu" else 1))
@@ -184,15 +194,20 @@ def test_bounds_equal_the_library_step_functions(data):
 
 
 def test_static_batch_time_by_hand_for_one_sequence():
-    # Llama-2-7B fp16, A100-SXM4-80GB, B = 1, 128 -> 4: prefill + 3 memory-bound decode steps
+    # Llama-2-7B fp16, A100-SXM4-80GB, B = 1, 128 -> 4: a prefill and 3 decode steps, all memory-bound.
+    # The prefill reads the weights (128 embedding rows gathered) and writes 128 KV entries; decode step
+    # j = 1, 2, 3 reads the weights (one row) and attends to 128 + j keys.
     acc = get_accelerator("A100-SXM4-80GB")
-    weights = 6_738_415_616 * 2 / 2.039e12
-    kv = 524_288 / 2.039e12
-    decode_steps = sum(weights + kv * s for s in (128, 129, 130))
-    want = prefill.prefill_time("Llama-2-7B", acc, 128, weight_dtype="fp16", compute_dtype="fp16") + decode_steps
-    got = static_batch_time("Llama-2-7B", acc, 1, 128, 4, "fp16", "fp16", "fp16")
-    assert got == pytest.approx(want, rel=1e-12)
-    assert static_batch_time("Llama-2-7B", acc, 1, 128, 1, "fp16", "fp16", "fp16", part="decode") == 0.0
+    fp16 = dict(weight_dtype="fp16", kv_dtype="fp16", compute_dtype="fp16")
+    parts = prefill.prefill_step_parts("Llama-2-7B", acc, 128, **fp16)
+    assert parts["linear_compute"] < parts["weight_memory"] and parts["attention_compute"] < parts["kv_memory"]
+    prefill_by_hand = ((P7 - V7 * D7 + 128 * D7) * 2 + 128 * KV7) / A100_BW
+    decode_steps = sum(((P7 - V7 * D7 + D7) * 2 + KV7 * s) / A100_BW for s in (129, 130, 131))
+    got = static_batch_time("Llama-2-7B", acc, 1, 128, 4, **fp16)
+    assert got == pytest.approx(prefill_by_hand + decode_steps, rel=1e-12)
+    assert static_batch_time("Llama-2-7B", acc, 1, 128, 4, part="prefill", **fp16) == pytest.approx(
+        prefill_by_hand, rel=1e-12)
+    assert static_batch_time("Llama-2-7B", acc, 1, 128, 1, part="decode", **fp16) == 0.0
 
 
 @settings(max_examples=40, deadline=None)
@@ -202,11 +217,12 @@ def test_static_batch_time_by_hand_for_one_sequence():
        st.floats(0.1, 1.0), st.floats(0.1, 1.0), st.sampled_from([1, 2]), st.floats(0, 1e-4), st.floats(0, 1e-2))
 def test_static_batch_time_equals_the_explicit_sum_of_steps(name, acc, b, lp, lo, mfu, mbu, tp, comm, overhead):
     """The aggregated decode step is exact for the hybrid overlap, at any efficiencies and latencies."""
-    contexts = lp + np.arange(lo - 1)
-    step = decode.decode_step_time(name, acc, b, contexts, tensor_parallel=tp, mfu=mfu, mbu=mbu)
+    contexts = lp + 1 + np.arange(lo - 1)              # decode step j attends to L_p + j keys
+    options = dict(tensor_parallel=tp, mfu=mfu, mbu=mbu, step_overhead=overhead)
+    step = decode.decode_step_time(name, acc, b, contexts, **options)
     layers = models.get_model(name).n_layers if tp > 1 else 0
-    want = (prefill.prefill_time(name, acc, lp, b, tensor_parallel=tp, mfu=mfu, mbu=mbu) + layers * comm + overhead
-            + float(np.sum(step)) + (lo - 1) * (layers * comm + overhead))
+    want = (prefill.prefill_time(name, acc, lp, batch_size=b, **options) + float(np.sum(step))
+            + lo * layers * comm)
     got = static_batch_time(name, acc, b, lp, lo, tensor_parallel=tp, mfu=mfu, mbu=mbu, comm_per_layer=comm,
                             step_overhead=overhead)
     assert got == pytest.approx(want, rel=1e-9)
@@ -279,11 +295,14 @@ def test_families_without_tensor_parallel_rows_get_no_communication_latency(spli
 # --- implied efficiency ------------------------------------------------------------------
 
 def test_implied_mbu_by_hand_lmdeploy_llama2_7b():
-    # 13,476,831,232 B of fp16 weights + 64 tokens x 524,288 B of KV, in 9 ms, at 2.039 TB/s
-    want = (13_476_831_232 + 64 * 524_288) / (0.009 * 2.039e12)
-    got = implied_mbu("Llama-2-7B", "A100-SXM4-80GB", 0.009, 1, 64, weight_dtype="fp16", kv_dtype="fp16")
+    # the fp16 weights a step reads, (P - V D + D) x 2 = 13,214,695,424 B, + 64 tokens x 524,288 B of KV,
+    # in 9 ms, at 2.039 TB/s
+    assert (P7 - V7 * D7 + D7) * 2 == 13_214_695_424
+    want = ((P7 - V7 * D7 + D7) * 2 + 64 * KV7) / (0.009 * A100_BW)
+    got = implied_mbu("Llama-2-7B", "A100-SXM4-80GB", 0.009, batch_size=1, context_len=64, weight_dtype="fp16",
+                      kv_dtype="fp16")
     assert got == pytest.approx(want, rel=1e-12)
-    assert round(got, 3) == 0.736
+    assert round(got, 3) == 0.722
 
 
 def test_implied_mfu_by_hand_of_a_prefill():
@@ -296,18 +315,21 @@ def test_implied_mfu_by_hand_of_a_prefill():
 
 
 def test_implied_efficiency_of_our_h200_measurements():
-    e = implied_efficiency("Llama-3.1-8B", "H200", 0.00563411, 1, 512)   # data/device-measurements.csv
-    assert e.limited_by == "memory" and round(e.mbu, 3) == 0.596
+    e = implied_efficiency("Llama-3.1-8B", "H200", 0.00563411, batch_size=1, context_len=512)  # data/device-measurements.csv
+    # Llama-3.1-8B (config.json): 8,030,261,248 parameters, V = 128256, D = 4096, 32 layers x 8 KV heads x 128;
+    # H200 product page: 4.8 TB/s. Bytes: the weights but the embedding table, one row, 512 KV entries.
+    read = (8_030_261_248 - 128_256 * 4_096 + 4_096) * 2 + 512 * 2 * 32 * 8 * 128 * 2
+    assert e.mbu == pytest.approx(read / (0.00563411 * 4.8e12), rel=1e-12)
+    assert e.limited_by == "memory" and round(e.mbu, 3) == 0.558
     assert e.fraction_of_bound == pytest.approx(e.bound / e.measured_time)
-    arrays = implied_efficiency("Llama-3.1-8B", "H200", [0.005, 0.01], [1, 64], 512)
+    arrays = implied_efficiency("Llama-3.1-8B", "H200", [0.005, 0.01], batch_size=[1, 64], context_len=512)
     assert arrays.mbu.shape == (2,) and list(arrays.limited_by) == ["memory", "memory"]
 
 
 def test_tensor_parallel_divides_the_per_gpu_bytes():
-    one = implied_mbu("Llama-2-70B", "A100-SXM4-80GB", 0.029, 1, 64, weight_dtype="fp16", kv_dtype="fp16",
-                      tensor_parallel=1)
-    four = implied_mbu("Llama-2-70B", "A100-SXM4-80GB", 0.029, 1, 64, weight_dtype="fp16", kv_dtype="fp16",
-                       tensor_parallel=4)
+    kw = dict(batch_size=1, context_len=64, weight_dtype="fp16", kv_dtype="fp16")
+    one = implied_mbu("Llama-2-70B", "A100-SXM4-80GB", 0.029, tensor_parallel=1, **kw)
+    four = implied_mbu("Llama-2-70B", "A100-SXM4-80GB", 0.029, tensor_parallel=4, **kw)   # 8 KV heads: no copies
     assert four == pytest.approx(one / 4, rel=1e-12)
 
 
@@ -319,12 +341,12 @@ def test_implied_mbu_is_at_most_one_exactly_when_the_time_is_at_least_the_memory
         name, acc, batch, context, log_factor, phase):
     if abs(log_factor) < 1e-6:
         log_factor = 1e-3
-    kwargs = dict(phase=phase, prompt_len=512)
-    reference = implied_efficiency(name, acc, 1.0, batch, context, **kwargs)
+    kwargs = dict(phase=phase, prompt_len=512, batch_size=batch, context_len=context)
+    reference = implied_efficiency(name, acc, 1.0, **kwargs)
     for anchor, field in [(reference.memory_time, "mbu"), (reference.compute_time, "mfu"),
                           (reference.bound, "fraction_of_bound")]:
         t = anchor * math.exp(log_factor)
-        value = getattr(implied_efficiency(name, acc, t, batch, context, **kwargs), field)
+        value = getattr(implied_efficiency(name, acc, t, **kwargs), field)
         assert (0 < value <= 1) == (t >= anchor), (field, t, anchor, value)
     assert reference.bound >= max(reference.memory_time, reference.compute_time) * (1 - 1e-12)
 

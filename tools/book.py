@@ -5,7 +5,7 @@
     python3 tools/book.py setup   # only create/refresh .venv
     python3 tools/book.py lock    # regenerate requirements.txt (exact pins) from requirements.in
     python3 tools/book.py book    # build the static HTML book (book/_build/html), offline
-    python3 tools/book.py browser-test   # build it, then check every page in headless Chromium
+    python3 tools/book.py browser-test   # build it, check every page in headless Chromium, then the lab
     python3 tools/book.py bench   # benchmarks (never fail): bench-results/results.json
 
 ``make lab`` and ``make test`` call the first two. Setup creates ``.venv`` in
@@ -32,6 +32,7 @@ PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".servingmath-setup"
 PYCACHE = VENV / "pycache"
 FIRST_PAGE = "notebooks/00_how_to_use_this_book.ipynb"
+LAB_CONFIG = ROOT / "tools" / "jupyter"   # jupyter_server_config.py: the save hook of `make lab`
 CELL_TIMEOUT = "300"
 
 
@@ -101,7 +102,21 @@ def lab(extra: list[str]) -> int:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         args.append("--allow-root")
     _say(f"opening the book at {FIRST_PAGE}")
-    return _run(args + extra)
+    return _run(args + extra, env=lab_environment(os.environ))
+
+
+def lab_environment(environ) -> dict:
+    """The environment of ``make lab``: ``environ`` with tools/jupyter first on JUPYTER_CONFIG_PATH.
+
+    Jupyter then reads tools/jupyter/jupyter_server_config.py beside the reader's own
+    configuration: its save hook writes a notebook the reader has not edited back exactly as
+    committed, so reading and running a chapter leaves ``git status`` clean.
+    """
+    env = dict(environ)
+    paths = [str(LAB_CONFIG)] + [p for p in env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep)
+                                 if p and p != str(LAB_CONFIG)]
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(paths)
+    return env
 
 
 def test(extra: list[str]) -> int:
@@ -109,7 +124,9 @@ def test(extra: list[str]) -> int:
     setup(quiet=True)
     env = dict(os.environ)
     env.pop("MPLBACKEND", None)
-    pytest = [PYTHON, "-m", "pytest", "-n", "2"]
+    # -rs: every skipped test is listed at the end with its reason (no Chromium, no book build,
+    # an exercise you are working on...)
+    pytest = [PYTHON, "-m", "pytest", "-n", "2", "-rs"]
     nbval = ["--nbval-current-env", f"--nbval-cell-timeout={CELL_TIMEOUT}", "--dist", "loadfile"]
     stages = [
         ("library, tools, checker and notebook hygiene",
@@ -117,9 +134,16 @@ def test(extra: list[str]) -> int:
         ("chapters and solutions: every cell runs and every stored output matches (nbval)",
          pytest + ["--nbval"] + nbval + ["notebooks", "solutions"] + extra,
          {**env, "SERVINGMATH_STRICT_CHECKS": "1"}),
-        ("exercises: run with their blanks unfilled (nbval-lax)",
-         pytest + ["--nbval-lax"] + nbval + ["exercises"] + extra, env),
     ]
+    work = _student_work()
+    exercises = sorted(str(p) for p in (ROOT / "exercises").glob("*.ipynb"))
+    for path, state in work.items():
+        _say(f"{Path(path).relative_to(ROOT)}: {state} by you, left alone (the exercises stage does not "
+             "run it; its check in the first stage is skipped, and says so)")
+    if set(exercises) - set(work):
+        stages.append(("exercises: run with their blanks unfilled (nbval-lax)",
+                       pytest + ["--nbval-lax"] + nbval + ["exercises"]
+                       + [f"--ignore={p}" for p in work] + extra, env))
     start = time.time()
     failed = []
     for title, args, stage_env in stages:
@@ -131,6 +155,22 @@ def test(extra: list[str]) -> int:
         _say("FAILED: " + "; ".join(failed))
         return 1
     return 0
+
+
+def _student_work() -> dict[str, str]:
+    """The exercise notebooks a student has edited or run, with that state (none under CI).
+
+    Doing the exercises in place is how the README says to do them: the test command says
+    which notebooks it leaves alone instead of failing on a half-finished answer.
+    """
+    found = subprocess.run([str(PYTHON), str(ROOT / "tools" / "make_exercises.py"), "--student-work"],
+                           cwd=ROOT, capture_output=True, text=True)
+    work = {}
+    for line in found.stdout.splitlines():
+        state, _, path = line.partition("\t")
+        if path and Path(path).exists():
+            work[path] = state
+    return work
 
 
 def lock() -> int:
@@ -175,7 +215,11 @@ def main(argv=None) -> int:
     if command == "book":
         return _run([sys.executable, ROOT / "tools" / "build_book.py"] + extra)
     if command == "browser-test":
-        return _run([sys.executable, ROOT / "tools" / "build_book.py", "--check"] + extra)
+        pages = _run([sys.executable, ROOT / "tools" / "build_book.py", "--check"] + extra)
+        _say("reading a chapter in JupyterLab on a fresh clone leaves git status clean (headless Chromium)")
+        lab_check = _run([PYTHON, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                          "tests/test_book_lab.py::test_reading_and_running_a_chapter_in_the_lab_leaves_git_status_clean"])
+        return pages or lab_check
     setup()                                 # bench
     return _run([PYTHON, ROOT / "tools" / "bench.py"] + extra)
 

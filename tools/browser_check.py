@@ -19,10 +19,14 @@ Browser checks (Debian's ``chromium`` driven over the DevTools protocol with
   the page has math, no ``\\(``, ``\\[``, ``$$`` or ``\\frac`` is left in the
   rendered text (code blocks aside), no MathJax error nodes;
 * every image has loaded (``naturalWidth > 0``);
-* no request left 127.0.0.1, no request failed, no JavaScript exception.
+* no request left 127.0.0.1, no request failed, no JavaScript exception;
+* on a page with the static Pareto-front explorer, moving a control (the model) changes
+  both its front and its summary (screenshots before and after);
+* the code cells' width in characters (``code_columns``) and how many of them scroll.
 
 Screenshots of a few pages (the first page, the first displayed formula, the
-first figure, an exercise page) and ``report.json`` go to ``--artifacts``.
+first figure, an exercise page, the explorer before and after moving a control) and
+``report.json`` go to ``--artifacts``.
 Exit status 1 when a problem is found.
 """
 
@@ -368,9 +372,77 @@ PAGE_CHECK = r"""
     brokenImages: images.filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.getAttribute("src")),
     firstFigureY: (() => { const f = main.querySelector(".cell_output img, figure img, img"); return f ? f.getBoundingClientRect().top + window.scrollY : null; })(),
     firstDisplayMathY: (() => { const m = main.querySelector("div.math mjx-container, mjx-container[display='true']"); return m ? m.getBoundingClientRect().top + window.scrollY : null; })(),
+    codeColumns: (() => {   // characters a code cell shows without scrolling (tools/figure_style.py)
+      const pre = main.querySelector("div.cell_input div.highlight pre");
+      if (!pre) return null;
+      const style = getComputedStyle(pre), probe = document.createElement("span");
+      probe.textContent = "x".repeat(100); probe.style.font = style.font; probe.style.whiteSpace = "pre";
+      pre.appendChild(probe); const char = probe.getBoundingClientRect().width / 100; probe.remove();
+      return Math.floor((pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)) / char);
+    })(),
+    codeCellsScrolling: [...main.querySelectorAll("div.cell_input pre")].filter(p => p.scrollWidth > p.clientWidth + 1).length,
+    explorers: main.querySelectorAll(".sm-explorer").length,
   };
 })()
 """
+
+
+EXPLORER_STATE = r"""
+(async (before) => {
+  const box = document.querySelector(".sm-explorer");
+  for (let i = 0; i < 200; i++) {
+    const state = box && box.getAttribute("data-state");
+    if (state && JSON.parse(state).updates > before) return JSON.parse(state);
+    await new Promise(r => setTimeout(r, 100));
+  }
+  return null;
+})(%d)
+"""
+
+EXPLORER_MOVE = r"""
+(() => {
+  const box = document.querySelector(".sm-explorer");
+  const select = box.querySelector("select[name=%s]");
+  const options = [...select.options].map(o => o.value);
+  select.value = options[(options.indexOf(select.value) + 1) %% options.length];
+  select.dispatchEvent(new Event("change"));
+  return select.value;
+})()
+"""
+
+#: the control the browser check moves, in the first explorer of a page (another model: another
+#: data file is loaded, so the check also sees that loading it stays on the site)
+EXPLORER_CONTROL = "model"
+
+
+def explorer_problems(browser: "Browser", artifacts: Path, shoot: bool) -> tuple[list[str], dict]:
+    """Move a control of the page's first static explorer: its front and its summary must change.
+
+    Returns (problems, {"before": state, "after": state, "moved": value}); with ``shoot``,
+    screenshots before and after go to ``artifacts`` (05_explorer_before.png, 06_explorer_after.png).
+    """
+    before = browser.evaluate(EXPLORER_STATE % 0, timeout=40)
+    if not before:
+        return ["the explorer did not draw (no data-state after 20 s)"], {}
+    if shoot:
+        y = browser.evaluate("document.querySelector('.sm-explorer').getBoundingClientRect().top + window.scrollY")
+        browser.evaluate(f"window.scrollTo(0, {max(0, int(y) - 70)}); new Promise(r => setTimeout(r, 300))")
+        browser.screenshot(artifacts / "05_explorer_before.png")
+    moved = browser.evaluate(EXPLORER_MOVE % EXPLORER_CONTROL)
+    after = browser.evaluate(EXPLORER_STATE % before["updates"], timeout=40)
+    problems = []
+    if not after:
+        problems.append(f"moving the explorer's {EXPLORER_CONTROL} to {moved!r} drew nothing")
+    else:
+        if after["summary"] == before["summary"]:
+            problems.append(f"moving the explorer's {EXPLORER_CONTROL} left its summary as it was")
+        if (after["front_points"], after["front_first"]) == (before["front_points"], before["front_first"]):
+            problems.append(f"moving the explorer's {EXPLORER_CONTROL} left its front as it was")
+        if shoot:
+            browser.evaluate("new Promise(r => setTimeout(r, 300))")
+            browser.screenshot(artifacts / "06_explorer_after.png")
+    browser.evaluate("window.scrollTo(0, 0)")
+    return problems, {"before": before, "after": after, "moved": moved}
 
 
 def toc_pages(site: Path) -> list[str]:
@@ -405,6 +477,11 @@ def browser_problems(site: Path, artifacts: Path, executable: str | None = None,
             start = time.perf_counter()
             loaded = browser.open(f"{server.url}/{page}")
             result = browser.evaluate(PAGE_CHECK) if loaded else {}
+            found = []
+            explorer = {}
+            if result and result.get("explorers"):
+                found, explorer = explorer_problems(browser, artifacts, shoot="explorer" not in shots)
+                shots.setdefault("explorer", page)
             seconds = time.perf_counter() - start
             events = list(browser.events)
             requests = {e["params"]["requestId"]: e["params"]["request"]["url"]
@@ -423,8 +500,9 @@ def browser_problems(site: Path, artifacts: Path, executable: str | None = None,
                           for e in events if e["method"] == "Runtime.exceptionThrown"]
             entry = {**result, "loaded": loaded, "seconds": round(seconds, 2), "remote_requests": remote,
                      "failed_requests": failed + bad_status, "exceptions": exceptions}
+            if explorer:
+                entry["explorer"] = explorer
             report[page] = entry
-            found = []
             if not loaded:
                 found.append("did not finish loading")
             if result:
@@ -502,6 +580,17 @@ def main(argv=None) -> int:
         images = sum(r.get("images", 0) for r in report.values())
         print(f"[check] browser: {len(report)} pages, {formulas} formulas typeset, {images} images loaded, "
               f"{len(found)} problem(s); screenshots and report.json in {args.artifacts}")
+        columns = sorted({r["codeColumns"] for r in report.values() if r.get("codeColumns")})
+        scrolling = {p: r["codeCellsScrolling"] for p, r in report.items() if r.get("codeCellsScrolling")}
+        print(f"[check] code cells show {'/'.join(map(str, columns)) or '?'} characters without scrolling; "
+              f"{sum(scrolling.values())} code cells on {len(scrolling)} pages scroll sideways "
+              "(python tools/figure_style.py --long-lines lists their lines)")
+        for page, r in report.items():
+            if r.get("explorer", {}).get("after"):
+                before, after = r["explorer"]["before"], r["explorer"]["after"]
+                print(f"[check] explorer on {page}: model {before['selection']['model']} -> "
+                      f"{after['selection']['model']}: front {before['front_points']} -> {after['front_points']} "
+                      f"points, summary changed: {before['summary'] != after['summary']}")
     print(f"[check] {'PASSED' if not problems else 'FAILED'}: {len(problems)} problem(s) "
           f"in {time.perf_counter() - start:.1f} s")
     return 0 if not problems else 1

@@ -11,6 +11,8 @@ import difflib
 import numbers
 from collections.abc import Iterable
 
+from dataclasses import fields
+
 import numpy as np
 
 __all__ = [
@@ -22,6 +24,10 @@ __all__ = [
     "check_choice",
     "unknown_name",
     "UnknownNameError",
+    "scalar_or_array",
+    "int_or_array",
+    "freeze_number",
+    "ValueFields",
 ]
 
 
@@ -187,3 +193,36 @@ def bisect_increasing(excess, lower, upper, iterations: int = 200):
         if np.all(hi - lo <= 1e-12 * np.maximum(1.0, np.abs(hi))):
             break
     return (lo + hi) / 2
+
+
+def freeze_number(value):
+    """A validated number as a float, an array as a read-only float array."""
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        return float(arr)
+    arr = arr.copy()
+    arr.setflags(write=False)
+    return arr
+
+
+class ValueFields:
+    """Equality, hashing and repr for frozen dataclasses whose numeric fields may be arrays."""
+
+    def _key(self):
+        out = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                v = ("array", v.shape, v.tobytes())
+            elif isinstance(v, dict):
+                v = tuple(sorted(v.items()))
+            out.append(v)
+        return tuple(out)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash((self.__class__.__name__,) + self._key())

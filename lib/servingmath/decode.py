@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import bisect_increasing, scalar_or_array
+from ._validation import bisect_increasing, check_integer, scalar_or_array
 from .deployment import Deployment, deployment_function
 from .models import matmul_parameter_count
 from .step import Iteration, combine, iteration_work, time_parts, work_coefficients
@@ -74,9 +74,8 @@ __all__ = [
 
 
 def _decode_parts(dep: Deployment, batch_size, context_len) -> dict:
+    check_integer("batch_size", batch_size, minimum=1)     # named as the caller knows it, not "sequences"
     it = Iteration.decode(dep.model, sequences=batch_size, context_len=context_len)
-    if np.any(np.asarray(batch_size) < 1):
-        raise ValueError(f"batch_size must be an integer >= 1, got {np.min(batch_size):g}")
     return time_parts(dep, iteration_work(dep, it))
 
 
@@ -201,7 +200,7 @@ def _knee(dep: Deployment, context_len):
         knee = bisect_increasing(excess, 0.0, all_experts / safe)
     else:
         knee = w0 / safe
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (w0, slope)))
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (w0, slope, kv, att)))   # context_len too
     return np.broadcast_to(np.where(positive, knee, np.inf), shape)
 
 
@@ -347,7 +346,8 @@ def max_decode_throughput(dep: Deployment, context_len):
     * ``"roofline"``: max(c_lin + c_att, m_kv + g);
     * ``"hybrid"``: max(c_lin, g) + max(m_kv, c_att).
 
-    At S = 0 (and N = 1) all three are F x MFU / (2 P): compute alone.
+    At S = 0 (and N = 1) the roofline and hybrid ceilings are F x MFU / (2 P): compute alone; the
+    additive one also pays each sequence's gathered embedding row, g.
     For a mixture of experts every expert is touched at large B. Derived in the
     chapter "Decode".
 

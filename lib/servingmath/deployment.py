@@ -44,18 +44,20 @@ ValueError: mfu must be in (0, 1], got 0
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from ._validation import check_choice, check_fraction, check_nonnegative, check_positive, unknown_name
+from ._validation import (ValueFields, check_choice, check_fraction, check_nonnegative, check_positive,
+                          freeze_number, unknown_name)
 from .datatypes import check_dtype
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 from .settings import SETTINGS, setting_options
-from .sharding import AllReduce, ValueFields, _freeze, check_tensor_parallel
+from .sharding import AllReduce, check_tensor_parallel
 
 __all__ = [
     "Deployment",
@@ -81,7 +83,7 @@ ALLREDUCE_OPTIONS = {"allreduce_latency": "latency", "allreduce_base_latency": "
                      "link_efficiency": "link_efficiency", "allreduce_dtype": "dtype"}
 
 def _numeric(name, value, check):
-    return _freeze(check(name, value))
+    return freeze_number(check(name, value))
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,7 +145,7 @@ class Deployment(ValueFields):
         if self.accelerator is not None:   # None: a deployment that counts work but cannot time it
             set_("accelerator", get_accelerator(self.accelerator))
         n = check_tensor_parallel(self.model, self.tensor_parallel)
-        set_("tensor_parallel", int(n) if n.ndim == 0 else _freeze(n).astype(np.int64))
+        set_("tensor_parallel", int(n) if n.ndim == 0 else freeze_number(n).astype(np.int64))
         check_dtype(self.weight_dtype, "weight_dtype")
         check_dtype(self.kv_dtype, "kv_dtype")
         if self.compute_dtype == "auto":
@@ -326,6 +328,14 @@ def as_deployment(model, accelerator=None, **options) -> Deployment:
     return Deployment.build(model, accelerator, **options)
 
 
+def _unexpected_keyword(function: str, name: str, allowed) -> TypeError:
+    """The TypeError Python raises for an unknown keyword, with close matches and the allowed names."""
+    allowed = sorted(allowed)
+    close = difflib.get_close_matches(name, allowed, n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return TypeError(f"{function}() got an unexpected keyword argument {name!r}.{hint} Allowed: {', '.join(allowed)}")
+
+
 def deployment_function(func=None, **defaults):
     """Decorate ``func(deployment, *args, **kwargs)`` into the library's one calling convention.
 
@@ -347,6 +357,8 @@ def deployment_function(func=None, **defaults):
     clash = own_names & DEPLOYMENT_OPTIONS
     if clash:
         raise TypeError(f"{func.__name__} has parameters that are deployment options: {sorted(clash)}")
+    any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+    keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -371,6 +383,9 @@ def deployment_function(func=None, **defaults):
             options = dict(defaults)
             options.update({k: kwargs.pop(k) for k in list(kwargs) if k in DEPLOYMENT_OPTIONS})
             dep = Deployment.build(model, accelerator, setting=setting, **options)
+        unknown = [] if any_keyword else [k for k in kwargs if k not in keywords]
+        if unknown:   # Python's TypeError, saying also what is allowed (e.g. tp= for tensor_parallel=)
+            raise _unexpected_keyword(func.__name__, unknown[0], keywords | DEPLOYMENT_OPTIONS | {"setting"})
         return func(dep, *rest, **kwargs)
 
     shown = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),

@@ -7,7 +7,10 @@ type x KV data type x tensor-parallel degree x batch size), its Pareto front
 reader selected. It is pure numpy and takes a few milliseconds, so the widget
 can recompute on every slider move. :func:`plot_frontier` draws it on an Axes
 you pass (the chapter uses it for the static figure too). :class:`FrontierExplorer`
-wires ipywidgets dropdowns and a slider to the two.
+wires ipywidgets dropdowns and a slider to the two. :func:`select` re-selects a
+configuration without recomputing the space, and :func:`fit_frame` gives the axes'
+limits that hold a space; the static HTML book's explorer (``tools/explorer_data.py``)
+precomputes the same data and summaries with them.
 
 ipywidgets is imported only when a :class:`FrontierExplorer` is built, and
 matplotlib only when a figure is drawn, so importing this module costs nothing.
@@ -22,7 +25,9 @@ Examples
 
 from __future__ import annotations
 
-import io
+import base64
+import struct
+import zlib
 
 import numpy as np
 
@@ -35,7 +40,8 @@ from .pareto import decode_design_space, pareto_mask
 from .plotting import log_axis
 
 __all__ = ["DEFAULT_BATCH_SIZES", "WEIGHT_DTYPES", "KV_DTYPES", "TENSOR_PARALLEL", "CONTEXT_LENS",
-           "frontier_data", "summary", "plot_frontier", "FrontierExplorer"]
+           "DEFAULT_MODELS", "DEFAULT_ACCELERATORS", "frontier_data", "select", "summary", "fit_frame",
+           "plot_frontier", "FrontierExplorer"]
 
 #: batch sizes of the explorer: 1 to 1024, about 8 per doubling
 DEFAULT_BATCH_SIZES = np.unique(np.round(np.geomspace(1, 1024, 81)).astype(np.int64))
@@ -43,6 +49,9 @@ WEIGHT_DTYPES = ("bf16", "fp8", "int8", "int4")
 KV_DTYPES = ("bf16", "fp8")
 TENSOR_PARALLEL = (1, 2, 4, 8)
 CONTEXT_LENS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+#: the explorer's choices of model and accelerator
+DEFAULT_MODELS = ("Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-72B", "Mixtral-8x7B")
+DEFAULT_ACCELERATORS = ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB", "L40S", "MI300X")
 
 
 def frontier_data(model, accelerator, weight_dtype="bf16", kv_dtype="bf16", tensor_parallel=1,
@@ -100,8 +109,31 @@ def frontier_data(model, accelerator, weight_dtype="bf16", kv_dtype="bf16", tens
             "selection": {"weight_dtype": weight_dtype, "kv_dtype": kv_dtype, "tensor_parallel": n}}
 
 
+def select(data, weight_dtype, kv_dtype, tensor_parallel) -> dict:
+    """``data`` with another configuration selected, without recomputing the space.
+
+    >>> d = frontier_data("Llama-3.1-8B", "H100", context_len=2048)
+    >>> e = select(d, "fp8", "fp8", 2)
+    >>> e["selection"]["tensor_parallel"], bool(e["selected"].any()), e["front"] is d["front"]
+    (2, True, True)
+    """
+    space = data["space"]
+    n = int(check_integer("tensor_parallel", tensor_parallel, minimum=1))
+    check_dtype(weight_dtype, "weight_dtype")
+    check_dtype(kv_dtype, "kv_dtype")
+    selected = ((space["weight_dtype"] == weight_dtype) & (space["kv_dtype"] == kv_dtype)
+                & (space["tensor_parallel"] == n))
+    return {**data, "selected": selected,
+            "selection": {"weight_dtype": weight_dtype, "kv_dtype": kv_dtype, "tensor_parallel": n}}
+
+
 def summary(data, tpot_slo=0.05) -> str:
-    """One paragraph on the selected configuration: does it fit, is it on the front, its best point under ``tpot_slo``.
+    """What the explorer says: the space, the selected configuration, and the best of all under ``tpot_slo``.
+
+    Four lines: the space (feasible configurations, how many on the front); the selected
+    configuration (does it fit, how far, how many of its batch sizes are on the front); the
+    selected configuration's best batch under the TPOT target; the best of *all* the
+    configurations under the same target (the point of the front at the target).
 
     >>> d = frontier_data("Llama-3.1-8B", "H100", context_len=2048)
     >>> print(summary(d).splitlines()[0])
@@ -110,25 +142,64 @@ def summary(data, tpot_slo=0.05) -> str:
     space, front, sel = data["space"], data["front"], data["selected"]
     c = data["selection"]
     name = f"{c['weight_dtype']} weights, {c['kv_dtype']} KV, TP {c['tensor_parallel']}"
+    target = f"TPOT {tpot_slo * 1e3:.0f} ms"
     lines = [f"{data['model']} on {data['accelerator']}, context {data['context_len']} tokens"
              + (" (clamped to the model's maximum)" if data["clamped"] else "")
              + f": {space['tpot'].size} feasible configurations, {int(front.sum())} on the front."]
     if not sel.any():
-        lines.append(f"Selected ({name}): does not fit in memory at this context length.")
-        return "\n".join(lines)
-    b_max = int(space["max_batch"][sel][0])
-    on_front = int((sel & front).sum())
-    lines.append(f"Selected ({name}): fits up to batch {b_max}; "
-                 f"{on_front} of its {int(sel.sum())} batch sizes are on the front.")
-    ok = sel & (space["tpot"] <= tpot_slo)
+        lines.append(f"Selected configuration ({name}): does not fit in memory at this context length.")
+    else:
+        b_max = int(space["max_batch"][sel][0])
+        on_front = int((sel & front).sum())
+        lines.append(f"Selected configuration ({name}): fits up to batch {b_max}; "
+                     f"{on_front} of its {int(sel.sum())} batch sizes are on the front.")
+        ok = sel & (space["tpot"] <= tpot_slo)
+        if ok.any():
+            i = np.flatnonzero(ok)[np.argmax(space["throughput_per_gpu"][ok])]
+            lines.append(f"Selected configuration, best under {target}: batch {int(space['batch_size'][i])}, "
+                         f"TPOT {space['tpot'][i] * 1e3:.1f} ms, "
+                         f"{space['throughput_per_gpu'][i]:,.0f} tok/s per GPU.")
+        else:
+            lines.append(f"Selected configuration: no batch size meets {target}.")
+    ok = space["tpot"] <= tpot_slo
     if ok.any():
         i = np.flatnonzero(ok)[np.argmax(space["throughput_per_gpu"][ok])]
-        lines.append(f"Best under TPOT {tpot_slo * 1e3:.0f} ms: batch {int(space['batch_size'][i])}, "
-                     f"TPOT {space['tpot'][i] * 1e3:.1f} ms, "
+        lines.append(f"Best of all configurations under {target}: {space['weight_dtype'][i]} weights, "
+                     f"{space['kv_dtype'][i]} KV, TP {int(space['tensor_parallel'][i])}, "
+                     f"batch {int(space['batch_size'][i])}: TPOT {space['tpot'][i] * 1e3:.1f} ms, "
                      f"{space['throughput_per_gpu'][i]:,.0f} tok/s per GPU.")
     else:
-        lines.append(f"No batch size meets TPOT {tpot_slo * 1e3:.0f} ms.")
+        lines.append(f"No configuration meets {target}.")
     return "\n".join(lines)
+
+
+def _nice(value, up: bool) -> float:
+    """The nearest 1-2-5 number at or above (``up``) or at or below ``value`` (> 0)."""
+    exponent = np.floor(np.log10(value))
+    candidates = [m * 10.0 ** (exponent + k) for k in (-1, 0, 1) for m in (1.0, 2.0, 5.0)]
+    if up:
+        return float(min(c for c in candidates if c >= value * (1 - 1e-12)))
+    return float(max(c for c in candidates if c <= value * (1 + 1e-12)))
+
+
+def fit_frame(space, margin=1.15, tpot_slo=None):
+    """Log-axis limits that hold every point of ``space``: ((TPOT ms low, high), (tok/s per GPU low, high)).
+
+    Each limit is a 1-2-5 number at least ``margin`` beyond the data, so the ticks land on
+    the frame's edges; ``tpot_slo`` (seconds), if given, is kept inside the TPOT range too.
+
+    >>> fit_frame({"tpot": np.array([0.004, 0.09]), "throughput_per_gpu": np.array([300.0, 7000.0])})
+    ((2.0, 200.0), (200.0, 10000.0))
+    """
+    x = np.asarray(space["tpot"], dtype=float) * 1e3
+    y = np.asarray(space["throughput_per_gpu"], dtype=float)
+    if x.size == 0:
+        return FRAME_TPOT_MS, FRAME_THROUGHPUT
+    x_lo, x_hi = x.min(), x.max()
+    if tpot_slo is not None:
+        x_lo, x_hi = min(x_lo, tpot_slo * 1e3), max(x_hi, tpot_slo * 1e3)
+    return ((_nice(x_lo / margin, up=False), _nice(x_hi * margin, up=True)),
+            (_nice(y.min() / margin, up=False), _nice(y.max() * margin, up=True)))
 
 
 def plot_frontier(ax, data, tpot_slo=None):
@@ -154,28 +225,42 @@ def plot_frontier(ax, data, tpot_slo=None):
     ax.set_xlabel("TPOT (ms, log scale)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_title(f"{data['model']} on {data['accelerator']}, S = {data['context_len']}", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=9, loc="upper left")
     return ax
 
 
 #: at most this many dominated points in the explorer's cloud (a thinned, evenly spaced subset)
 CLOUD_POINTS = 400
-#: the explorer's fixed frame: TPOT in ms and output tokens/s per GPU, both on log scales. It holds
-#: every configuration of the default models and GPUs at every context length (a test checks), so
-#: switching model or GPU moves the data against axes that stay put; a selection that falls
-#: outside grows the frame to the next decades, and it never shrinks back.
+#: a TPOT range (ms) and a throughput range (output tokens/s per GPU) that hold every configuration
+#: of the default models and GPUs at every context length (a test checks). The live explorer fits
+#: its frame to the data instead (:func:`fit_frame`); these are its frame when there are no data.
 FRAME_TPOT_MS = (0.05, 1000.0)
 FRAME_THROUGHPUT = (1.0, 1e5)
+#: the explorer's figure: its size on the page in CSS pixels and its pixels per CSS pixel. The PNG
+#: is drawn at twice the size it is shown, so it stays sharp on a high-density (retina) screen and
+#: is never stretched: the image widget is told the displayed width.
+DISPLAY_SIZE_PX = (700, 420)
+PIXEL_RATIO = 2
 
 
-def _grow(limits, values):
-    """``limits`` (low, high), each side moved out to the next power of ten only if ``values`` cross it."""
-    lo, hi = limits
-    if values.min() < lo:
-        lo = float(10.0 ** np.floor(np.log10(values.min())))
-    if values.max() > hi:
-        hi = float(10.0 ** np.ceil(np.log10(values.max())))
-    return lo, hi
+def _png(rgba) -> bytes:
+    """An RGB PNG of an (height, width, 4) uint8 array: rows unfiltered, zlib level 1.
+
+    Twice as fast as Pillow's encoder on the explorer's 1400 x 840 figure (26 ms against 58 ms
+    here), for about the same size (100 kB): its adaptive row filters buy little on a figure that
+    is mostly white, and the encoding is most of a redraw.
+    """
+    height, width = rgba.shape[:2]
+    raw = np.empty((height, 1 + 3 * width), dtype=np.uint8)
+    raw[:, 0] = 0                                          # filter type 0 (None) for every row
+    raw[:, 1:] = rgba[:, :, :3].reshape(height, 3 * width)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)   # 8-bit RGB, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 1)) + chunk(b"IEND", b""))
 
 
 def _thin(index, n_max=CLOUD_POINTS):
@@ -193,7 +278,7 @@ class FrontierExplorer:
     model, accelerator, weight_dtype, kv_dtype, tensor_parallel, context_len
         Initial selection.
     models, accelerators : list of str, optional
-        Choices (default: a few catalog entries).
+        Choices (default :data:`DEFAULT_MODELS`, :data:`DEFAULT_ACCELERATORS`).
     tpot_slo : float
         The TPOT target marked on the figure and used in the summary, seconds.
     draw : bool
@@ -210,21 +295,27 @@ class FrontierExplorer:
         How many times the data have been recomputed.
     image : ipywidgets.Image
         The figure, as PNG bytes (what :meth:`render` returns).
+    full_draws : int
+        How many times the frame (axes, ticks, labels, legend) was drawn.
 
     Notes
     -----
     A redraw is what a reader waits for, so it is kept cheap: one matplotlib
     figure (Agg, outside pyplot) is built once and its artists are updated in
     place (``set_data``); the dominated cloud is thinned to at most
-    :data:`CLOUD_POINTS` markers. The frame is fixed (log-log,
-    :data:`FRAME_TPOT_MS` by :data:`FRAME_THROUGHPUT`) and names no model, so
-    its ticks, labels and legend are drawn once: each redraw restores that
-    saved background and draws only the data on it (blitting); the model,
-    GPU and context are named in the summary above the figure, since text is
-    the slowest thing matplotlib draws (about 8 ms for two lines, a third of a
-    redraw). Fixed axes also let the eye compare models and GPUs. The
-    chapter's static figure (:func:`plot_frontier`) uses a linear throughput
-    axis fitted to one model and GPU instead.
+    :data:`CLOUD_POINTS` markers. The frame (log-log) is fitted to the design
+    space of the model, GPU and context shown (:func:`fit_frame`), so the data
+    fill it. The data types and TP only choose the selected line within that
+    space, so moving them keeps the frame: each such redraw restores the saved
+    background and draws only the data on it (blitting). A new model, GPU or
+    context re-fits the frame and draws it once (backgrounds are kept per
+    frame, so going back is a blit again). The model, GPU and context are named
+    in the summary above the figure, not in it: text is the slowest thing
+    matplotlib draws. The PNG has :data:`PIXEL_RATIO` pixels per displayed
+    pixel and the image widget is told its displayed width, so it is sharp on
+    high-density screens. Displayed where no widget can run (a notebook viewed
+    without its kernel, an untrusted notebook), the box shows that picture
+    instead of the widgets' text.
 
     Examples
     --------
@@ -239,9 +330,8 @@ class FrontierExplorer:
                  accelerators=None, tpot_slo=0.05, draw=True, **kwargs):
         import ipywidgets as widgets
 
-        models = list(models or ["Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-72B", "Mixtral-8x7B"])
-        accelerators = list(accelerators or ["H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB",
-                                             "L40S", "MI300X"])
+        models = list(models or DEFAULT_MODELS)
+        accelerators = list(accelerators or DEFAULT_ACCELERATORS)
         check_choice("model", get_model(model).name, models)
         check_choice("accelerator", get_accelerator(accelerator).name, accelerators)
         self.kwargs = kwargs
@@ -252,6 +342,8 @@ class FrontierExplorer:
         self.full_draws = 0
         self._figure = None
         self._frame = (FRAME_TPOT_MS, FRAME_THROUGHPUT)
+        self._backgrounds = {}
+        self._space_key = None
         self.model = widgets.Dropdown(options=models, value=get_model(model).name, description="model")
         self.accelerator = widgets.Dropdown(options=accelerators, value=get_accelerator(accelerator).name,
                                             description="GPU")
@@ -263,7 +355,7 @@ class FrontierExplorer:
         self.context_len = widgets.SelectionSlider(options=list(CONTEXT_LENS), value=context_len,
                                                    description="context")
         self.message = widgets.HTML()
-        self.image = widgets.Image(format="png")
+        self.image = widgets.Image(format="png", width=DISPLAY_SIZE_PX[0], height=DISPLAY_SIZE_PX[1])
         self.controls = [self.model, self.accelerator, self.weight_dtype, self.kv_dtype,
                          self.tensor_parallel, self.context_len]
         for control in self.controls:
@@ -278,14 +370,21 @@ class FrontierExplorer:
         model = get_model(self.model.value)
         valid = valid_tensor_parallel_degrees(model)
         n = self.tensor_parallel.value
+        key = (model.name, self.accelerator.value, self.context_len.value)
         if n not in valid:
             self.data = None
             self.text = (f"TP {n} cannot split {model.name} "
                          f"(allowed: {', '.join(str(d) for d in valid if d <= 8)}).")
+        elif key == self._space_key and self.data is not None:
+            # the same space: only the selected line moves
+            self.data = select(self.data, self.weight_dtype.value, self.kv_dtype.value, n)
+            self.text = summary(self.data, self.tpot_slo)
         else:
             self.data = frontier_data(model, self.accelerator.value, self.weight_dtype.value,
                                       self.kv_dtype.value, n, self.context_len.value, **self.kwargs)
             self.text = summary(self.data, self.tpot_slo)
+            self._space_key = key
+            self._frame = fit_frame(self.data["space"], tpot_slo=self.tpot_slo)
         self.updates += 1
         self.message.value = "<br>".join(self.text.splitlines())
         if self.draw:
@@ -296,9 +395,10 @@ class FrontierExplorer:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(7, 4.2), dpi=100)
+        dpi = 100 * PIXEL_RATIO
+        fig = Figure(figsize=(DISPLAY_SIZE_PX[0] / 100, DISPLAY_SIZE_PX[1] / 100), dpi=dpi)
         FigureCanvasAgg(fig)
-        ax = fig.add_axes((0.125, 0.12, 0.615, 0.8))   # room on the left for "100000" and the y label
+        ax = fig.add_axes((0.125, 0.12, 0.565, 0.8))   # room for "100000" and the y label, and the legend
         # markers as Line2D (set_data, one draw_markers call each): cheaper to redraw than scatter
         (self._cloud,) = ax.plot([], [], "o", ms=2.4, mew=0, color="0.75", alpha=0.5,
                                  label="dominated", zorder=1, rasterized=True)
@@ -310,21 +410,18 @@ class FrontierExplorer:
                        label=f"TPOT SLO {self.tpot_slo * 1e3:.0f} ms")
         ax.set_autoscale_on(False)
         log_axis(ax, "both")
-        ax.set_xlim(*self._frame[0])
-        ax.set_ylim(*self._frame[1])
         ax.set_xlabel("TPOT (ms, log scale)")
         ax.set_ylabel("output tokens/s per GPU (log scale)")
         ax.set_title("decode design space: data types × TP × batch 1-1024", fontsize=10)
         # the legend sits outside the axes, so the data drawn over the saved background never cover it
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
         self._dynamic = [self._cloud, self._step, self._front, self._line]
         for artist in self._dynamic:
             artist.set_animated(True)     # left out of the full draw, drawn on the background
         self._figure, self._ax = fig, ax
-        self._background, self._background_key = None, None
 
     def _set_artists(self):
-        ax, data = self._ax, self.data
+        data = self.data
         if data is None:
             for artist in self._dynamic:
                 artist.set_data([], [])
@@ -339,38 +436,82 @@ class FrontierExplorer:
         self._front.set_data(fx, fy)
         o = np.argsort(space["batch_size"][sel])
         self._line.set_data(x[sel][o], y[sel][o])
-        if x.size:
-            self._frame = (_grow(self._frame[0], x), _grow(self._frame[1], y))
-            ax.set_xlim(*self._frame[0])
-            ax.set_ylim(*self._frame[1])
 
     def render(self) -> bytes:
         """Update the figure in place and return it as PNG bytes (what :attr:`image` shows)."""
-        from PIL import Image
-
         if self._figure is None:
             self._build_figure()
         self._set_artists()
         fig, ax = self._figure, self._ax
         canvas = fig.canvas
-        if self._frame != self._background_key:    # the frame grew: draw it once more
+        background = self._backgrounds.get(self._frame)
+        if background is None:                     # a frame not drawn yet: draw it once
+            ax.set_xlim(*self._frame[0])
+            ax.set_ylim(*self._frame[1])
             canvas.draw()
-            self._background, self._background_key = canvas.copy_from_bbox(fig.bbox), self._frame
+            background = canvas.copy_from_bbox(fig.bbox)
+            if len(self._backgrounds) >= 16:
+                self._backgrounds.pop(next(iter(self._backgrounds)))
+            self._backgrounds[self._frame] = background
             self.full_draws += 1
         else:
-            canvas.restore_region(self._background)
+            ax.set_xlim(*self._frame[0])
+            ax.set_ylim(*self._frame[1])
+            canvas.restore_region(background)
         for artist in self._dynamic:
             ax.draw_artist(artist)
-        width, height = canvas.get_width_height()
-        buffer = io.BytesIO()
-        Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1
-                         ).convert("RGB").save(buffer, format="png", compress_level=1)
         self.renders += 1
-        return buffer.getvalue()
+        return _png(np.asarray(canvas.buffer_rgba()))
+
+    def selection(self) -> dict:
+        """The controls' values: model, accelerator, weight_dtype, kv_dtype, tensor_parallel, context_len."""
+        return {"model": self.model.value, "accelerator": self.accelerator.value,
+                "weight_dtype": self.weight_dtype.value, "kv_dtype": self.kv_dtype.value,
+                "tensor_parallel": int(self.tensor_parallel.value), "context_len": int(self.context_len.value)}
 
     def widget(self):
-        """The controls, the summary and the figure in one box, ready to display."""
+        """The controls, the summary and the figure in one box, ready to display.
+
+        Where no widget can be shown (a notebook opened without running it, an untrusted
+        notebook, a static page), the box displays the figure as a PNG instead of the text
+        ``VBox(children=...)``.
+        """
         import ipywidgets as widgets
 
-        return widgets.VBox([widgets.HBox(self.controls[:3]), widgets.HBox(self.controls[3:]),
-                             self.message, self.image])
+        if not self.draw and not self.image.value:
+            self.image.value = self.render()
+        box = _explorer_box_class(widgets)([widgets.HBox(self.controls[:3]), widgets.HBox(self.controls[3:]),
+                                            self.message, self.image])
+        box.explorer = self
+        return box
+
+
+_BOX_CLASS = None
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _explorer_box_class(widgets):
+    """A VBox whose display carries a PNG of the figure (built on first use: ipywidgets is imported late)."""
+    global _BOX_CLASS
+    if _BOX_CLASS is None:
+        class ExplorerBox(widgets.VBox):
+            """The explorer's widgets, displayed with a still picture for viewers without a kernel."""
+
+            explorer = None
+
+            def _repr_mimebundle_(self, **kwargs):
+                data = super()._repr_mimebundle_(**kwargs)
+                explorer = self.explorer
+                if explorer is None or not explorer.image.value:
+                    return data
+                data = dict(data)
+                # the selection, for the static book's explorer (book/_ext): viewers ignore the key
+                data[WIDGET_VIEW] = {**data[WIDGET_VIEW], "servingmath_explorer": explorer.selection()}
+                data["image/png"] = base64.b64encode(explorer.image.value).decode("ascii")
+                first = explorer.text.splitlines()[0] if explorer.text else ""
+                data["text/plain"] = f"Pareto-front explorer (run the notebook to use its controls). {first}"
+                width, height = DISPLAY_SIZE_PX
+                return data, {"image/png": {"width": width, "height": height}}
+
+        _BOX_CLASS = ExplorerBox
+    return _BOX_CLASS

@@ -56,7 +56,8 @@ import numpy as np
 from ._validation import (bisect_increasing, check_bool, check_choice, check_integer, check_nonnegative,
                           check_positive, scalar_or_array)
 from .deployment import Deployment, deployment_function
-from .models import (attention_flops_per_pair, body_parameter_count, get_model, lm_head_parameter_count)
+from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, get_model,
+                     lm_head_parameter_count)
 from .step import Iteration, combine, iteration_work, time_parts, work_coefficients
 
 __all__ = [
@@ -91,6 +92,9 @@ def prefill_iteration(model, prompt_len, *, batch_size=1, cached_len=0, all_logi
     """
     lp = check_integer("prompt_len", prompt_len, minimum=1)
     b = check_integer("batch_size", batch_size, minimum=1)
+    lc = check_nonnegative("cached_len", cached_len)           # named as the caller named them,
+    check_integer("cached_len", lc, minimum=0)                 # not as Iteration.of names them
+    check_context_len(get_model(model), lp + lc, "prompt_len + cached_len")
     logits = lp if check_bool("all_logits", all_logits) else 1
     return Iteration.of(model, sequences=b, new_tokens=lp, cached_tokens=cached_len, logits=logits)
 

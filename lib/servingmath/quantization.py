@@ -47,6 +47,7 @@ Scheme(name='W4A16', weight_dtype='int4', kv_dtype='bf16', compute_dtype='bf16')
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,7 +199,32 @@ def with_scheme(dep: Deployment, scheme) -> Deployment:
     return dep.replace(**s.dtypes)
 
 
-@deployment_function
+_SCHEME_DTYPES = ("weight_dtype", "kv_dtype", "compute_dtype")
+
+
+def _scheme_function(func):
+    """:func:`~servingmath.deployment.deployment_function` that refuses the data types as keyword options.
+
+    The scheme sets all three data types, so a ``weight_dtype=`` (or ``kv_dtype=``,
+    ``compute_dtype=``) next to it would be silently replaced; it is refused instead.
+    """
+    wrapped = deployment_function(func)
+
+    @functools.wraps(wrapped)
+    def wrapper(*args, **kwargs):
+        for name in _SCHEME_DTYPES:
+            if name in kwargs:
+                raise ValueError(f"{func.__name__}: {name} is set by the scheme; give scheme= (a Scheme or "
+                                 f"a name such as 'W4A16'), not {name}={kwargs[name]!r}")
+        return wrapped(*args, **kwargs)
+
+    sig = wrapped.__signature__
+    wrapper.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                                    if p.name not in _SCHEME_DTYPES])
+    return wrapper
+
+
+@_scheme_function
 def scheme_step_time(dep: Deployment, batch_size, context_len, *, scheme="W16A16"):
     """Seconds per decode step (the TPOT) of ``batch_size`` sequences under a quantization scheme.
 
@@ -233,7 +259,7 @@ def scheme_step_time(dep: Deployment, batch_size, context_len, *, scheme="W16A16
     return decode_step_time(with_scheme(dep, scheme), batch_size, context_len)
 
 
-@deployment_function
+@_scheme_function
 def tpot_floor(dep: Deployment, context_len, *, scheme="W16A16"):
     """The fastest TPOT a scheme allows: the step time at batch 1, in seconds.
 
@@ -247,7 +273,7 @@ def tpot_floor(dep: Deployment, context_len, *, scheme="W16A16"):
     return decode_step_time(with_scheme(dep, scheme), 1, context_len)
 
 
-@deployment_function
+@_scheme_function
 def scheme_knee(dep: Deployment, context_len=0, *, scheme="W16A16"):
     """The knee B* of decode under a scheme (:func:`servingmath.decode.knee_batch_size`).
 
@@ -266,7 +292,7 @@ def scheme_knee(dep: Deployment, context_len=0, *, scheme="W16A16"):
     return knee_batch_size(with_scheme(dep, scheme), context_len)
 
 
-@deployment_function
+@_scheme_function
 def scheme_max_batch(dep: Deployment, context_len, *, scheme="W16A16", block_size=1):
     """The memory wall under a scheme: :func:`servingmath.memory.max_batch_size` with its dtypes.
 
@@ -331,7 +357,7 @@ def tokens_per_byte(model, batch_size, context_len, *, scheme="W16A16", tensor_p
     return scalar_or_array(b / np.asarray(work.memory_bytes))
 
 
-@deployment_function
+@_scheme_function
 def max_batch_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W16A16", max_batch=None):
     """The operating batch under a TPOT SLO: the largest B that fits in memory with T(B) <= tau.
 
@@ -371,7 +397,7 @@ def max_batch_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W16
     return max_batch_for_tpot(dep, context_len, tpot_slo=tpot_slo, max_batch=cap, method="numeric")
 
 
-@deployment_function
+@_scheme_function
 def throughput_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W16A16", max_batch=None):
     """Output tokens/s of the instance at the best batch that meets the TPOT SLO and fits in memory.
 
@@ -409,7 +435,7 @@ def _limit(b_op, b_mem):
     return binding_limit({"memory": b_mem, "TPOT SLO": b_op}, order=("memory", "TPOT SLO"))[1]
 
 
-@deployment_function
+@_scheme_function
 def compare_schemes(dep: Deployment, context_len, *, tpot_slo, schemes=None) -> list[dict]:
     """One row per scheme: TPOT floor, knee, memory wall and throughput at a TPOT SLO.
 

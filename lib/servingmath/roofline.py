@@ -611,8 +611,7 @@ def decode_step_intensity(model, batch_size, context_len, *, weight_dtype: str =
     28.8
     """
     model = get_model(model)
-    if np.any(np.asarray(batch_size) < 1):
-        raise ValueError(f"batch_size must be an integer >= 1, got {np.min(batch_size):g}")
+    check_integer("batch_size", batch_size, minimum=1)
     dep = Deployment(model=model, accelerator=None, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     work = iteration_work(dep, Iteration.decode(model, sequences=batch_size, context_len=context_len))
     return scalar_or_array(np.asarray(work.flops) / np.asarray(work.memory_bytes))

@@ -43,12 +43,12 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import (check_fraction, check_integer, check_nonnegative, check_positive, int_or_array,
-                          scalar_or_array)
+from ._validation import (ValueFields, check_fraction, check_integer, check_nonnegative, check_positive,
+                          freeze_number, int_or_array, scalar_or_array)
 from .datatypes import bytes_per_element, check_dtype
 from .models import get_model, kv_projection_parameter_count, parameter_count
 
@@ -264,39 +264,6 @@ def ring_allreduce_bytes(message_bytes, n_gpus):
     return scalar_or_array(2 * (n - 1) / n * m)
 
 
-def _freeze(value):
-    """A validated number as a float, an array as a read-only float array."""
-    arr = np.asarray(value, dtype=float)
-    if arr.ndim == 0:
-        return float(arr)
-    arr = arr.copy()
-    arr.setflags(write=False)
-    return arr
-
-
-class ValueFields:
-    """Equality, hashing and repr for frozen dataclasses whose numeric fields may be arrays."""
-
-    def _key(self):
-        out = []
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, np.ndarray):
-                v = ("array", v.shape, v.tobytes())
-            elif isinstance(v, dict):
-                v = tuple(sorted(v.items()))
-            out.append(v)
-        return tuple(out)
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self):
-        return hash((self.__class__.__name__,) + self._key())
-
-
 @dataclass(frozen=True, eq=False)
 class AllReduce(ValueFields):
     """How a tensor-parallel all-reduce is costed: the alpha-beta model of a ring.
@@ -329,10 +296,10 @@ class AllReduce(ValueFields):
     dtype: str = "bf16"
 
     def __post_init__(self):
-        object.__setattr__(self, "latency", _freeze(check_nonnegative("latency", self.latency)))
-        object.__setattr__(self, "base_latency", _freeze(check_nonnegative("base_latency", self.base_latency)))
+        object.__setattr__(self, "latency", freeze_number(check_nonnegative("latency", self.latency)))
+        object.__setattr__(self, "base_latency", freeze_number(check_nonnegative("base_latency", self.base_latency)))
         object.__setattr__(self, "link_efficiency",
-                           _freeze(check_fraction("link_efficiency", self.link_efficiency)))
+                           freeze_number(check_fraction("link_efficiency", self.link_efficiency)))
         check_dtype(self.dtype, "allreduce_dtype")
 
     @property

@@ -403,6 +403,11 @@ def decode_context(prompt_lens, output_lens) -> float:
     return float((steps * (lp + lo / 2.0)).sum() / steps.sum())
 
 
+def _default_context(prompt_lens, output_lens) -> int:
+    """The replica model's one default decode context: :func:`decode_context` rounded to a token."""
+    return int(round(decode_context(prompt_lens, output_lens)))
+
+
 def _prefill_times(dep, prompt_lens):
     """Prefill time of each prompt alone (one evaluation per distinct length)."""
     unique, inverse = np.unique(prompt_lens, return_inverse=True)
@@ -474,7 +479,7 @@ def replica_steady_state(dep: Deployment, batch_size, prompt_lens, output_lens, 
     if not 0 < q < 1:
         raise ValueError(f"quantile must be in (0, 1), got {q:g}")
     b = check_integer("batch_size", batch_size, minimum=1)
-    context = int(round(decode_context(lp, lo))) if context_len is None else context_len
+    context = _default_context(lp, lo) if context_len is None else context_len
     step = np.asarray(decode_step_time(dep, b, context), dtype=float)
     tp = _prefill_times(dep, lp)
     e_tp, e_tp2 = float(tp.mean()), float((tp ** 2).mean())
@@ -509,7 +514,8 @@ def steady_state(dep: Deployment, batch_size, prompt_len, output_len, *, context
     prompt_len, output_len : int
         L_p and L_o (>= 2) of every request.
     context_len : int, optional
-        Tokens in each sequence's KV cache for T(B); default L_p + L_o // 2.
+        Tokens in each sequence's KV cache for T(B); default the decode batch's
+        mean context L_p + L_o / 2, rounded as :func:`replica_steady_state` rounds it.
 
     Returns
     -------
@@ -532,8 +538,7 @@ def steady_state(dep: Deployment, batch_size, prompt_len, output_len, *, context
     """
     lp = int(check_integer("prompt_len", check_scalar("prompt_len", prompt_len), minimum=1))
     lo = int(check_integer("output_len", check_scalar("output_len", output_len), minimum=2))
-    s = lp + lo // 2 if context_len is None else context_len
-    r = replica_steady_state(dep, batch_size, lp, lo, context_len=s, quantile=0.99)
+    r = replica_steady_state(dep, batch_size, lp, lo, context_len=context_len, quantile=0.99)
     keys = ("rate", "utilisation", "tpot", "ttft", "throughput", "step_time")
     result = {k: r[k] for k in keys}
     result["ttft_p99"] = r["ttft_quantile"]
@@ -561,7 +566,7 @@ def max_batch_for_slos(dep: Deployment, prompt_len, output_len, *, tpot_slo=None
         server scenario requires) or the mean.
     max_batch : int, optional
         The memory wall; default :func:`servingmath.memory.max_batch_size` at
-        the context length (L_p + L_o // 2 unless given).
+        the context length (that of :func:`steady_state` unless given).
     context_len : int, optional
 
     Returns
@@ -582,7 +587,8 @@ def max_batch_for_slos(dep: Deployment, prompt_len, output_len, *, tpot_slo=None
     check_choice("ttft_statistic", ttft_statistic, ("p99", "mean"))
     lp = int(check_integer("prompt_len", check_scalar("prompt_len", prompt_len), minimum=1))
     lo = int(check_integer("output_len", check_scalar("output_len", output_len), minimum=2))
-    s = lp + lo // 2 if context_len is None else int(check_integer("context_len", context_len, minimum=0))
+    s = _default_context(lp, lo) if context_len is None else int(check_integer("context_len", context_len,
+                                                                                 minimum=0))
     if max_batch is None:
         max_batch = int(max_batch_size(dep, max(s, 1)))
     cap = int(check_integer("max_batch", check_scalar("max_batch", max_batch), minimum=0))
@@ -615,7 +621,8 @@ def request_latencies(dep: Deployment, rates, prompt_lens, output_lens, *, max_b
     at a given rate (the simulator chapters replace it):
 
     * decode: the mean batch B follows from Little's law, rate (E[L_o] - 1) =
-      B (1 - rho) / T(B), with T at the mean context E[L_p] + E[L_o] / 2;
+      B (1 - rho) / T(B), with T at the decode batch's length-biased mean
+      context (:func:`decode_context`, as in :func:`replica_steady_state`);
       every request sees TPOT = T(B) / (1 - rho) (prefills pause decoding);
     * prefill: requests are prefilled first, one at a time, as an M/G/1 queue
       with service times t_p(L_p): rho = rate E[t_p], mean wait
@@ -660,7 +667,8 @@ def request_latencies(dep: Deployment, rates, prompt_lens, output_lens, *, max_b
     if lp.size != lo.size or lp.size == 0:
         raise ValueError(f"prompt_lens and output_lens must be non-empty and of equal length, "
                          f"got {lp.size} and {lo.size}")
-    s_mean = int(round(float(lp.mean() + lo.mean() / 2)))
+    # the replica model's context (single-token answers alone have no decode: their mean prompt)
+    s_mean = _default_context(lp, lo) if np.any(lo > 1) else int(round(float(lp.mean())))
     if max_batch is None:
         max_batch = int(max_batch_size(dep, s_mean))
     cap = int(check_integer("max_batch", max_batch, minimum=1))

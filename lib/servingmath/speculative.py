@@ -38,13 +38,12 @@ acceptance with one rate alpha for every position and sequence; one chain of
 gamma drafts (no tree speculation); draft and target on the same accelerators
 with the same tensor parallelism, data types and efficiencies (as in
 :class:`servingmath.simulate.Speculative`); the draft's KV reads are counted
-in its step time, its KV-cache *memory* is not; the gamma KV entries the
-verification writes and the causal triangle among the gamma + 1 new
-positions (gamma (gamma+1) / 2 extra attention pairs per sequence) are
-neglected (about gamma / S of the KV read, gamma / (2 S) of the attention
-math); the draft's growing context within a step is neglected (every draft
-step at context S); sampling, the rejection test and the draft's prefill
-are not counted.
+in its step time, its KV-cache *memory* is not; the verification is one
+iteration of the step model (:mod:`servingmath.step`), so the gamma KV entries it
+writes and the causal triangle among its gamma + 1 new positions are counted;
+the draft's growing context within a step is neglected (every draft step at
+context S: about gamma / (2 S) of its KV read); sampling, the rejection test
+and the draft's prefill are not counted.
 
 Examples
 --------
@@ -66,7 +65,7 @@ import functools
 from ._validation import check_integer, check_nonnegative, check_scalar, scalar_or_array
 from .decode import decode_step_parts
 from .deployment import DEPLOYMENT_OPTIONS, Deployment, deployment_function
-from .models import get_model
+from .models import check_context_len, get_model
 from .step import Iteration, combine, iteration_work, time_parts
 
 __all__ = [
@@ -219,8 +218,11 @@ def ideal_speedup(acceptance_rate, num_draft_tokens, cost_ratio):
 
 def _verification_parts(dep: Deployment, batch, context, g):
     """Parts of the verification: B sequences each bring g + 1 new tokens after S - 1 cached ones."""
+    check_integer("batch_size", batch, minimum=1)
     g1 = np.asarray(g, dtype=float) + 1.0
+    context = check_context_len(dep.model, context)      # S = 0 (no cache yet) verifies after 0 cached
     cached = np.maximum(np.asarray(context, dtype=float) - 1.0, 0.0)
+    check_context_len(dep.model, cached + g1, "context_len + num_draft_tokens (the positions a verification fills)")
     it = Iteration.of(dep.model, sequences=batch, new_tokens=g1, cached_tokens=cached, logits=g1)
     return time_parts(dep, iteration_work(dep, it))
 
