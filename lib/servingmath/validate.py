@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from . import benchmarks, validation
+from ._validation import check_positive
 from .benchmarks import BenchmarkFileError
 from .deployment import Deployment
 from .hardware import get_accelerator
@@ -338,7 +339,22 @@ def saturation(dep, scheduler: dict, mean_in: float, mean_out: float) -> tuple:
     prefill and L_o shares of a decode step of B sequences, so
     X_max = 1 / (T_prefill + L_o T_decode(B, L_p + L_o / 2) / B); with chunked prefill the
     prompt's weight read rides on the decode steps and only its compute counts in T_prefill.
+
+    >>> dep = Deployment.build("Llama-3.1-8B", "H100", setting="realistic")
+    >>> b, x = saturation(dep, validation.engine_scheduler("vLLM 0.11", "H100", "Llama-3.1-8B"), 1000, 200)
+    >>> b, round(x, 1)
+    (355, 21.5)
     """
+    if not isinstance(dep, Deployment):
+        raise TypeError(f"dep must be a Deployment (Deployment.build(model, accelerator, ...)), got {dep!r}")
+    if not isinstance(scheduler, dict) or not {"max_seqs", "policy"} <= set(scheduler):
+        raise TypeError(f"scheduler must be engine_scheduler()'s dict, got {scheduler!r}")
+    for name, value in (("mean_in", mean_in), ("mean_out", mean_out)):
+        if np.ndim(value) != 0:
+            raise ValueError(f"{name} must be a single number, got {value!r}")
+        check_positive(name, value)
+        if float(value) > 1e9:
+            raise ValueError(f"{name} must be at most 1e9 tokens, got {value!r}")
     from .decode import decode_step_time
     from .memory import max_kv_tokens
     from .prefill import prefill_step_parts, prefill_time

@@ -164,14 +164,22 @@ SOURCES = {
 
 
 def default_data_path() -> Path:
-    """The book's ``data/published-measurements.csv`` (the repository's data folder)."""
+    """The book's ``data/published-measurements.csv`` (the repository's data folder).
+
+    >>> default_data_path().name
+    'published-measurements.csv'
+    """
     return _ROOT / "data" / "published-measurements.csv"
 
 
 def open_data_path() -> Path:
     """``data/open-measurements.csv``: rows transcribed from other engines' public benchmark pages
     (TensorRT-LLM 1.0, SGLang 0.3 vs vLLM 0.6, NIM 1.8, JetStream on TPU v5e, vLLM on MI300X,
-    SGLang on H200), each with its source and date (``data/README.md``)."""
+    SGLang on H200), each with its source and date (``data/README.md``).
+
+    >>> open_data_path().name
+    'open-measurements.csv'
+    """
     return _ROOT / "data" / "open-measurements.csv"
 
 
@@ -294,7 +302,7 @@ def resolve_accelerator(text, *, accelerators=None):
     'A100-SXM4-40GB'
     """
     if not isinstance(text, str) or not text.strip():
-        raise KeyError(f"hardware must be a non-empty string, got {text!r}")
+        raise KeyError(f"text (the hardware) must be a non-empty string, got {text!r}")
     extra = dict(accelerators or {})
     if text in extra:
         return get_accelerator(extra[text]), "given in accelerators="
@@ -509,6 +517,8 @@ def with_tensor_peak(acc, dtype: str):
     (125.0, 'A10G bf16 peak')
     """
     acc = get_accelerator(acc)
+    if not isinstance(dtype, str):
+        raise TypeError(f"dtype must be a data type's name (str), got {dtype!r}")
     key = "bf16" if dtype == "fp16" else dtype
     if key in acc.dense_flops:
         return acc, None
@@ -556,15 +566,17 @@ def parse_dtype(text):
     >>> parse_dtype("bfloat16"), parse_dtype("AWQ"), parse_dtype("auto")
     (('bf16', True), ('int4', True), (None, False))
     """
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text (a data type cell) must be a str or None, got {text!r}")
     t = (text or "").strip().lower()
     if t in _UNSTATED:
         return None, False
     if t in _DTYPE_SPELLINGS:
         return _DTYPE_SPELLINGS[t], True
-    raise ValueError(f"data type {text!r} is not one the library knows ({', '.join(sorted(set(_DTYPE_SPELLINGS)))})")
+    raise ValueError(f"text: data type {text!r} is not one the library knows ({', '.join(sorted(set(_DTYPE_SPELLINGS)))})")
 
 
-def parse_parallelism(tp_text, n_gpus_text=""):
+def parse_parallelism(tp, n_gpus=""):
     """(tensor_parallel, data_parallel) from a row's ``tp`` and ``n_gpus`` cells.
 
     ``tp`` may read ``"4"``, ``"TP4"``, ``"4x2"``, ``"TP4xDP2"``, ``"tp=4,dp=2"``; ``n_gpus``
@@ -581,18 +593,23 @@ def parse_parallelism(tp_text, n_gpus_text=""):
     >>> parse_parallelism("TP4xDP2"), parse_parallelism("4x2", "8"), parse_parallelism("2", "8")
     ((4, 2), (4, 2), (2, 4))
     """
-    t = (tp_text or "").strip().lower().replace(" ", "")
+    for name, value in (("tp", tp), ("n_gpus", n_gpus)):
+        if isinstance(value, bool) or not isinstance(value, (str, int)) and value is not None:
+            raise TypeError(f"{name} must be a CSV cell (str or int), got {value!r}")
+    tp_text = "" if tp is None else str(tp)
+    n_gpus_text = "" if n_gpus is None else str(n_gpus)
+    t = tp_text.strip().lower().replace(" ", "")
     gpus_text = (n_gpus_text or "").strip()
     gpus = int(gpus_text) if gpus_text.isdigit() else None
     t = re.sub(r"[,x\u00d7]?pp=?1$", "", t)
     if re.search(r"pp\s*=?\s*\d|\d+pp", t):
-        raise ValueError(f"tp {tp_text!r}: pipeline parallelism is not modelled (only tensor x data parallel)")
+        raise ValueError(f"tp {tp!r}: pipeline parallelism is not modelled (only tensor x data parallel)")
     m = (re.fullmatch(r"(?:tp)?=?(\d+)", t) or re.fullmatch(r"(?:tp)?=?(\d+)[x\u00d7,*](?:dp)?=?(\d+)", t)
          or re.fullmatch(r"tp=?(\d+),?dp=?(\d+)", t) or re.fullmatch(r"(\d+)tp[x,](\d+)dp", t))
     if t == "" and gpus is not None:
         return gpus, 1
     if not m:
-        raise ValueError(f"tp {tp_text!r} is not a tensor-parallel degree: write 4, TP4, 4x2 or TP4xDP2")
+        raise ValueError(f"tp {tp!r} is not a tensor-parallel degree: write 4, TP4, 4x2 or TP4xDP2")
     tp = int(m.group(1))
     dp = int(m.group(2)) if m.lastindex and m.lastindex >= 2 else None
     if tp < 1 or (dp is not None and dp < 1):
@@ -797,6 +814,8 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
     >>> engine_scheduler("vLLM 0.6.0", "A100", "Llama-3.1-8B", max_model_len=4096)["policy"]
     'prefill-first'
     """
+    if not isinstance(framework, str):
+        raise TypeError(f"framework must be the engine's name and version (str), got {framework!r}")
     acc, mod = get_accelerator(accelerator), get_model(model)
     engine, version = _engine_of(framework)
     context = int(max_model_len) if max_model_len else min(int(mod.max_context_len), 131072)
@@ -861,14 +880,29 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
     return out
 
 
-def engine_memory_fraction(scheduler, model, acc, weight_dtype, tp):
-    """The share of each GPU's memory the engine gives weights + KV cache."""
+def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel):
+    """The share of each GPU's memory the engine gives weights + KV cache.
+
+    ``scheduler``: :func:`engine_scheduler`'s dict. Its ``memory_fraction`` is a number (vLLM's
+    ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``) or ``"trtllm"``: TensorRT-LLM
+    gives the KV cache 90 % of the memory left after the weights (``free_gpu_memory_fraction``).
+
+    >>> s = engine_scheduler("TensorRT-LLM 1.0", "H100", "Llama-3.1-8B")
+    >>> round(engine_memory_fraction(s, "Llama-3.1-8B", "H100", "fp8", 1), 3)
+    0.91
+    """
+    if not isinstance(scheduler, dict) or "memory_fraction" not in scheduler:
+        raise TypeError(f"scheduler must be engine_scheduler()'s dict, got {scheduler!r}")
+    model, acc = get_model(model), get_accelerator(acc)
+    check_integer("tensor_parallel", tensor_parallel, minimum=1)
+    if np.ndim(tensor_parallel) != 0:
+        raise ValueError(f"tensor_parallel must be a single number, got {tensor_parallel!r}")
     frac = scheduler["memory_fraction"]
     if frac != "trtllm":
         return float(frac)
     from .memory import weight_bytes_per_gpu
 
-    w = float(weight_bytes_per_gpu(model, weight_dtype=weight_dtype, tensor_parallel=tp))
+    w = float(weight_bytes_per_gpu(model, weight_dtype=weight_dtype, tensor_parallel=tensor_parallel))
     return float(min(1.0, (w + 0.9 * max(acc.memory_bytes - w, 0.0)) / acc.memory_bytes))
 
 
@@ -1427,6 +1461,7 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
         model, lifted = _lift_context(model, prompt + output)
         if lifted:
             assumptions.append(lifted)
+            common["model"] = model
         fit = fits(model, acc, prompt + output, batch, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
                    gpu_memory_utilization=1.0, memory_bytes=acc.memory_bytes * GiB / GB)
         steps = _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp)
@@ -1454,6 +1489,7 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     model, lifted = _lift_context(model, _max_total(lengths))
     if lifted:
         assumptions.append(lifted)
+        common["model"] = model
     load = ("closed", load_value // dp if load_kind == "closed" else 0) if load_kind == "closed" else (
         ("poisson", load_value / dp) if load_kind == "poisson" else ("offline", 0))
     if load_kind == "closed" and load_value % dp:
@@ -1928,6 +1964,8 @@ def static_batch_time(dep: Deployment, batch_size, prompt_len, output_len, *, co
         if np.ndim(value) != 0:
             raise ValueError(f"{name} must be a single number here, got {np.shape(value)} values")
         check_integer(name, value, minimum=1)
+        if float(value) > _MAX_COUNT:
+            raise ValueError(f"{name} must be at most {_MAX_COUNT:.0e} (sequences or tokens), got {value!r}")
     if not dep.is_scalar:
         raise ValueError("static_batch_time takes scalar deployment settings")
     check_nonnegative("comm_per_layer", comm_per_layer)
@@ -1946,6 +1984,22 @@ def static_batch_time(dep: Deployment, batch_size, prompt_len, output_len, *, co
 
 # ------------------------------------------------------------------------------- calibration
 
+#: the most sequences or tokens a count argument may hold (beyond it, float products overflow)
+_MAX_COUNT = 10 ** 9
+
+
+def _measurement_rows(measurements, name="measurements"):
+    """``measurements`` as a list of :class:`Measurement`, or a TypeError naming ``name``."""
+    if isinstance(measurements, (str, bytes)) or not hasattr(measurements, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of Measurement rows, got {measurements!r}")
+    rows = list(measurements)
+    bad = [m for m in rows if not isinstance(m, Measurement)]
+    if bad:
+        raise TypeError(f"{name} must hold Measurement rows (load_published_measurements().measurements), "
+                        f"got {bad[0]!r}")
+    return rows
+
+
 def split_measurements(measurements, test_fraction=0.5, seed=0):
     """A seeded split into (train, test), stratified by accelerator family and metric kind.
 
@@ -1962,6 +2016,7 @@ def split_measurements(measurements, test_fraction=0.5, seed=0):
     if float(f) >= 1.0:
         raise ValueError(f"test_fraction must be < 1 (some rows must train), got {float(f):g}")
     check_integer("seed", seed, minimum=0)
+    measurements = _measurement_rows(measurements)
     rng = np.random.default_rng(int(seed))
     groups = defaultdict(list)
     for m in measurements:
@@ -2128,7 +2183,7 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
                          f"got {parameters!r}")
     for name in parameters:
         check_choice("parameters", name, PARAMETERS)
-    usable = [m for m in measurements if _trainable(m, basis)]
+    usable = [m for m in _measurement_rows(measurements) if _trainable(m, basis)]
     if not usable:
         raise ValueError("calibrate needs at least one step-model Measurement that fits and respects its bound")
     families = defaultdict(list)
@@ -2152,7 +2207,18 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
 
 
 def family_efficiency(family: str, fitted: dict, fallback: Efficiency = BASELINE) -> tuple:
-    """(Efficiency, note) for a family: the fitted one, or the stated fallback (the realistic setting)."""
+    """(Efficiency, note) for a family: the fitted one, or the stated fallback (the realistic setting).
+
+    >>> e, note = family_efficiency("TPU-v5e", {})
+    >>> (e.mbu, e.mfu), note.split(":")[0]
+    ((0.75, 0.5), 'fallback')
+    """
+    if not isinstance(family, str):
+        raise TypeError(f"family must be a family's name (str), got {family!r}")
+    if not isinstance(fitted, dict):
+        raise TypeError(f"fitted must be calibrate()'s dict (family -> Efficiency), got {fitted!r}")
+    if not isinstance(fallback, Efficiency):
+        raise TypeError(f"fallback must be an Efficiency, got {fallback!r}")
     if family in fitted:
         return fitted[family], "fitted"
     return fallback, "fallback: the realistic setting (no training rows for this family)"
@@ -2166,7 +2232,17 @@ def calibration_table(fitted: dict, measurements=(), fallback: Efficiency = BASE
     list of dict
         ``family``, ``accelerators``, ``rows`` (training rows given), ``status`` (``"fitted"`` or
         the fallback note) and ``efficiency``.
+
+    Examples
+    --------
+    >>> table = calibration_table({})              # nothing fitted: every family falls back
+    >>> [row["family"] for row in table][:3], table[0]["status"].split(":")[0]
+    (['A10', 'A100', 'Blackwell'], 'fallback')
     """
+    if not isinstance(fitted, dict):
+        raise TypeError(f"fitted must be calibrate()'s dict (family -> Efficiency), got {fitted!r}")
+    if isinstance(measurements, (str, bytes)) or not hasattr(measurements, "__iter__"):
+        raise TypeError(f"measurements must be a sequence of Measurement rows, got {measurements!r}")
     counts = Counter(m.family for m in measurements if isinstance(m, Measurement))
     members = defaultdict(list)
     for name, family in catalog_families().items():
@@ -2190,7 +2266,7 @@ def percentage_errors(measurements, efficiencies=None, basis="total", *, fallbac
     """
     _check_basis(basis)
     errors = []
-    for m in measurements:
+    for m in _measurement_rows(measurements):
         if isinstance(efficiencies, dict):
             if m.family not in efficiencies and fallback is None:
                 raise KeyError(f"no calibrated efficiency for family {m.family!r} "
@@ -2210,6 +2286,7 @@ def error_summary(measurements, efficiencies=None, basis="total", *, fallback=No
     >>> sorted(summary)
     ['throughput_tok_s_per_gpu']
     """
+    measurements = _measurement_rows(measurements)
     errors = np.abs(percentage_errors(measurements, efficiencies, basis, fallback=fallback, seeds=seeds))
     metrics = np.array([m.metric for m in measurements])
     return {str(metric): (int(np.sum(metrics == metric)), float(np.median(errors[metrics == metric])),
@@ -2387,7 +2464,10 @@ def fit_knee(x, y):
     >>> round(k["knee"], 1)
     8.0
     """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    try:
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"fit_knee: x and y must be numbers ({error})") from None
     if x.ndim != 1 or x.shape != y.shape or x.size < 4:
         raise ValueError(f"fit_knee needs at least 4 (x, y) points of equal length, got {x.shape} and {y.shape}")
     if np.any(np.diff(x) <= 0) or not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
@@ -2514,6 +2594,10 @@ def implied_efficiency(dep: Deployment, measured_time, *, batch_size=1, context_
     """
     check_choice("phase", phase, _PHASES)
     t = check_positive("measured_time", measured_time)
+    for name, value in (("batch_size", batch_size), ("context_len", context_len), ("prompt_len", prompt_len)):
+        arr = check_nonnegative(name, value)
+        if arr.size and np.any(arr > _MAX_COUNT):
+            raise ValueError(f"{name} must be at most {_MAX_COUNT:.0e} (sequences or tokens), got {value!r}")
     dep = dep.replace(mfu=1.0, mbu=1.0, overlap="hybrid", step_overhead=0.0)
     if phase == "decode":
         parts = decode_step_parts(dep, batch_size, context_len)
