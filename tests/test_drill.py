@@ -10,6 +10,7 @@ chapter promises.
 from __future__ import annotations
 
 import io
+import json
 import re
 import signal
 import subprocess
@@ -47,7 +48,7 @@ def _typed(question) -> str:
 
 
 def _wrong(question) -> str:
-    value = question.mistakes[0].answer(question.params)
+    value = question.mistakes[0].answer(question.draw(None))
     if question.kind == "numeric":
         return repr(float(value) / UNIT_SCALES[question.unit][0] if question.unit else float(value))
     if question.kind == "conceptual":
@@ -203,7 +204,7 @@ def test_numeric_feedback_shows_the_expected_value_with_its_unit_and_the_mistake
     seconds = q.expected()
     result, out = _drill([q], f"{seconds * 8 * 1e3!r}\n")        # one GPU reading all weights
     assert result.records[0].status == "not yet"
-    assert "Hint: That is one GPU reading all 141 GB" in out
+    assert "Hint: That is one GPU reading all the weights" in out
     assert f"Expected: {seconds * 1e3:.3f}"[:14] in out and " ms (accepted within 1 %)" in out
 
 
@@ -239,7 +240,7 @@ def test_garbage_for_formulas_choices_and_paragraphs_gets_helpful_replies():
             "7\nfaster\n3\n"                         # out of range, not an option, then option 3
             "\n" + str(paragraph.expected()) + "\n\n")
     result, out = _drill([formula, choice, paragraph], text)
-    assert "check the brackets" in out and "Please type a formula" in out and "huge power" in out
+    assert "the brackets do not match" in out and "Please type a formula" in out and "would be too large" in out
     assert "7" in out and "is not an option" in out
     assert "Please type your answer (a paragraph)" in out
     assert [r.status for r in result.records] == ["correct", "correct", "correct"], out
@@ -390,3 +391,45 @@ def test_the_cheat_sheet_is_computed_from_the_catalogs():
 def test_cheat_sheet_from_the_command_line():
     proc = _run(["--cheat-sheet"], "")
     assert proc.stdout.startswith("CHEAT SHEET")
+
+
+# ---------------------------------------------------------------- chapters by number, prompts that stand alone
+def test_chapter_numbers_name_the_chapters_exercise_sets():
+    # every number maps to the module whose questions that chapter's exercise set asks
+    for number, module in drill.CHAPTER_NUMBERS.items():
+        (path,) = (ROOT / "solutions").glob(f"{number}_*.ipynb")
+        sources = "\n".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+                            for c in json.loads(path.read_text())["cells"])
+        ids = set(re.findall(r"""check\(\s*["']([\w.]+)["']""", sources))
+        assert ids and {qid.split(".")[0] for qid in ids} == {module}, (number, path.name)
+    by_number = drill.select_questions(chapters="04", n=1000, seed=0)
+    assert {q.id for q in by_number} == {q.id for q in drill.select_questions(chapters="decode", n=1000, seed=0)}
+    assert drill.select_questions(chapters="4", n=3, seed=1) == drill.select_questions(chapters="ch04", n=3, seed=1)
+    with pytest.raises(ValueError, match="there is no chapter '42'"):
+        drill.select_questions(chapters="42")
+
+
+def test_chapter_numbers_work_on_the_command_line():
+    proc = _run(["--chapter", "04", "--n", "1", "--seed", "3"], "skip\n")
+    assert "decode." in proc.stdout
+
+
+def test_no_question_leans_on_the_previous_one_and_ordinals_are_english():
+    for q in BANK.values():
+        for seed in (None, 0, 1, 2, 3, 5, 8):
+            text = q.render(q.draw(seed))
+            assert not re.search(r"\b(Same assumptions|same system|previous question|That LMDeploy run)\b", text), q.id
+            for number, suffix in re.findall(r"\b(\d+)(st|nd|rd|th)\b", text):
+                n = int(number)
+                right = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+                assert suffix == right, (q.id, number + suffix)
+    q = get_question("anatomy.tpot_from_timestamps")
+    assert "41st" in q.render({**q.draw(None), "n": 41, "nth": None} | q.derive({**q.params, "n": 41}))
+
+
+def test_formulas_typed_in_the_drill_go_through_the_whitelist_parser():
+    q = get_question("interview.mm1_wait")
+    result, out = _drill([q], "__import__('os').system('echo pwned')\nrho*s/(1-rho)\n")
+    assert "is not allowed in a formula" in out and "pwned\n" not in out
+    assert result.score == 1
+

@@ -40,7 +40,8 @@ def test_no_solution_line_survives_in_the_exercises():
     for source in sorted((ROOT / "solutions").glob("*.ipynb")):
         solution = nbformat.read(source, as_version=4)
         exercise = nbformat.read(ROOT / "exercises" / source.name, as_version=4)
-        assert len(solution.cells) == len(exercise.cells)
+        assert len(solution.cells) + 1 == len(exercise.cells)      # + the running-score cell
+        assert exercise.cells[-1].source.endswith(")") and "score(" in exercise.cells[-1].source
         for s_cell, e_cell in zip(solution.cells, exercise.cells):
             outside = region.sub("", s_cell.source)
             for body in region.findall(s_cell.source):

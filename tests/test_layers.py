@@ -30,7 +30,7 @@ LAYERS = [
     {"parallelism", "quantization", "pareto", "moe"},
     {"simulate", "capacity", "validation", "scheduling_plots", "fleet"},
     {"question", "questions", "answers", "checks", "drill", "assignments", "explorer", "estimate", "validate",
-     "references"},
+     "references", "conventions"},
 ]
 
 

@@ -23,7 +23,7 @@ def test_the_named_schemes_have_the_data_types_their_names_say():
     assert q.get_scheme("W4A16").dtypes == {"weight_dtype": "int4", "kv_dtype": "bf16", "compute_dtype": "bf16"}
     assert q.get_scheme("W8A8-FP8+KV8").dtypes == {"weight_dtype": "fp8", "kv_dtype": "fp8", "compute_dtype": "fp8"}
     assert q.get_scheme("W4A16").bytes_per_weight == 0.5
-    assert len(q.SCHEMES) == 10
+    assert len(q.SCHEMES) == 18          # 9 weight/math choices (4 of them fp4: W4A16-MXFP4, W4A16-NVFP4, W4A4-MXFP4, W4A4-NVFP4) x 2 caches
     # weight quantization leaves the KV cache in bf16 unless the name says +KV8
     for name, scheme in q.SCHEMES.items():
         assert (scheme.kv_dtype == "fp8") == name.endswith("+KV8")

@@ -310,18 +310,18 @@ def test_md1_cdf_is_a_cdf(rho, xs):
 @settings(max_examples=30)
 @given(st.floats(0.01, 0.99), st.floats(0.001, 0.9999))
 def test_md1_quantile_inverts_the_cdf(rho, p):
-    w = q.md1_wait_quantile(p, rho / 0.03, 0.03)
+    w = q.md1_wait_quantile(rho / 0.03, 0.03, p)
     if p <= 1 - rho:
         assert w == 0.0
     else:
         assert q.md1_wait_cdf(w, rho / 0.03, 0.03) == pytest.approx(p, rel=1e-9)
-        assert q.md1_wait_quantile(min(p * 1.0001, 0.99995), rho / 0.03, 0.03) >= w
+        assert q.md1_wait_quantile(rho / 0.03, 0.03, min(p * 1.0001, 0.99995)) >= w
 
 
 def test_md1_quantiles_vectorise_and_keep_scalars_scalar():
-    w = q.md1_wait_quantile(np.array([0.5, 0.9, 0.99]), 8.0, 0.1)
+    w = q.md1_wait_quantile(8.0, 0.1, np.array([0.5, 0.9, 0.99]))
     assert isinstance(w, np.ndarray) and w.shape == (3,) and np.all(np.diff(w) > 0)
-    assert isinstance(q.md1_wait_quantile(0.5, 8.0, 0.1), float)
+    assert isinstance(q.md1_wait_quantile(8.0, 0.1, 0.5), float)
     grid = q.md1_wait_cdf(np.array([0.1, 1.0])[:, None], np.array([2.0, 8.0]), 0.1)
     assert grid.shape == (2, 2) and grid[0, 0] > grid[0, 1]
 
@@ -350,14 +350,14 @@ M8, H100, LP = "Llama-3.1-8B", "H100", 2048
 def test_chapter_09_tail_from_the_exact_distribution():
     d = prefill_time(M8, H100, LP)
     lam = q.prefill_max_arrival_rate(0.2, M8, H100, LP)          # where the mean TTFT is 200 ms
-    ttft = q.md1_wait_quantile(np.array([0.5, 0.99]), lam, d) + d
+    ttft = q.md1_wait_quantile(lam, d, np.array([0.5, 0.99])) + d
     within = q.md1_wait_cdf(0.2 - d, lam, d)
     assert lam * d == pytest.approx(0.9189, abs=1e-4)
     assert ttft[0] == pytest.approx(0.1447, abs=5e-4) and ttft[1] == pytest.approx(0.8483, abs=5e-4)
     assert within == pytest.approx(0.632, abs=1e-3)
     # the review's figures (issue 18: P50 ~146 ms, P99 ~860 ms, ~63 % within 200 ms) are for rho = 0.92
     # and D = 30 ms exactly
-    review = q.md1_wait_quantile(np.array([0.5, 0.99]), 0.92 / 0.03, 0.03) + 0.03
+    review = q.md1_wait_quantile(0.92 / 0.03, 0.03, np.array([0.5, 0.99])) + 0.03
     assert review[0] == pytest.approx(0.146, abs=1e-3) and review[1] == pytest.approx(0.860, abs=1e-3)
     assert q.md1_wait_cdf(0.17, 0.92 / 0.03, 0.03) == pytest.approx(0.63, abs=5e-3)
     # and the book's simulator agrees, five seeds of 4000 requests (the first 10 % dropped)
@@ -371,7 +371,7 @@ def test_chapter_09_tail_from_the_exact_distribution():
         p90s.append(np.percentile(t, 90))
         shares.append(np.mean(t <= 0.2))
     assert inside(ttft[0], seed_interval(p50s))
-    assert inside(q.md1_wait_quantile(0.9, lam, d) + d, seed_interval(p90s))
+    assert inside(q.md1_wait_quantile(lam, d, 0.9) + d, seed_interval(p90s))
     assert inside(within, seed_interval(shares))
     assert not inside(q.mm1_wait_quantile(lam, d, 0.5) + d, seed_interval(p50s))   # not M/M/1
 
@@ -673,8 +673,8 @@ def test_burst_drain_time_matches_a_deterministic_simulation():
 @pytest.mark.parametrize("call, name", [
     (lambda: q.md1_wait_cdf(-1.0, 8.0, 0.1), "t"),
     (lambda: q.md1_wait_cdf(1.0, -8.0, 0.1), "arrival_rate"),
-    (lambda: q.md1_wait_quantile(1.5, 8.0, 0.1), "quantile"),
-    (lambda: q.md1_wait_quantile(0.5, 8.0, 0.0), "service_time"),
+    (lambda: q.md1_wait_quantile(8.0, 0.1, 1.5), "quantile"),
+    (lambda: q.md1_wait_quantile(8.0, 0.0, 0.5), "service_time"),
     (lambda: q.erlang_c(0, 1.0, 1.0), "servers"),
     (lambda: q.erlang_c(2.5, 1.0, 1.0), "servers"),
     (lambda: q.mmc_mean_wait(2, 1.0, -1.0), "service_time"),
@@ -704,7 +704,7 @@ def test_new_functions_name_the_bad_parameter(call, name):
 
 def test_unstable_queues_give_inf_not_nan():
     with np.errstate(all="raise"):
-        assert q.md1_wait_quantile(0.5, 10.0, 0.1) == math.inf
+        assert q.md1_wait_quantile(10.0, 0.1, 0.5) == math.inf
         assert q.md1_wait_cdf(5.0, 12.0, 0.1) == 0.0
         assert q.kingman_mean_wait(10.0, 0.1, 2.0, 1.0) == math.inf
         assert q.gamma_m1_mean_wait(12.0, 0.1, 0.5) == math.inf

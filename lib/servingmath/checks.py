@@ -6,17 +6,28 @@ It reports one of
 * **correct** -- within the question's stated tolerance (units converted if given);
 * **not yet** -- with a hint when the answer matches a known mistake (K and V
   counted once, GB read as GiB, sparse FLOP/s, seconds for milliseconds,
-  per-GPU for total, ...), otherwise a plain "not yet".
+  per-GPU for total, ...), with how far off a near miss is, otherwise a plain "not yet".
 
 Expected answers are computed by the library when the check runs, never typed
 twice. When the environment variable ``SERVINGMATH_STRICT_CHECKS`` is ``1``
 (the test suite sets it for the solution notebooks) a wrong or missing answer
 raises ``AssertionError``, so the solutions fail loudly.
 
-Numeric answers are plain numbers in the unit the question names, or strings
-with a unit (``"12.5 ms"``, ``"0.5 GiB"``), which are converted. Symbolic
-answers are sympy expressions (or strings sympy can parse), compared by
-symbolic equality.
+Two modes (``TEACHING.md`` states the threat model):
+
+* **self-study** (the book's own exercise notebooks): ``check()`` says whether the answer is
+  right, for the book's numbers or for a public practice variant (:func:`use_seed`). Anyone
+  with the library can compute these answers; that is what they are for.
+* **graded hand-out** (a notebook made by ``python -m servingmath.assignments make``): its first
+  cells call :func:`graded_handout`, and ``check()`` then confirms only the *form* of each answer
+  (a number in the right kind of unit, a formula in the question's symbols, one of the options),
+  never whether it is right. The student's variant is drawn from the course key, which the
+  notebook does not hold (:meth:`Question.draw_for`).
+
+Answers are data, never code: numbers, strings with a unit (``"12.5 ms"``, ``"0.5 GiB"``,
+``"85 %"`` for a fraction), formulas as text (read by :func:`servingmath.answers.parse_formula`,
+a whitelist parser) or sympy expressions made of plain sympy types (walked node by node,
+:func:`servingmath.answers.read_object`). Checking one answer has a time limit.
 
 Examples
 --------
@@ -31,27 +42,45 @@ demo.bytes: correct.
 demo.bytes: correct.
 >>> print(evaluate(q, 262144))
 demo.bytes: not yet. Hint: You counted K but not V: multiply by 2.
+>>> print(evaluate(q, 530000))
+demo.bytes: not yet: 1.09 % too high; answers within 1 % are accepted.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import html
+import json
 import math
-import numbers
 import os
 import random
 import re
+import sys
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 import sympy
 
+from . import answers as _answers
+from .answers import AnswerError, Formula
 from .units import UNIT_SCALES, parse_quantity
 
-__all__ = ["Question", "Mistake", "CheckResult", "evaluate", "check", "use_seed", "active_seed",
-           "GENERIC_MISTAKES"]
+__all__ = ["Question", "Mistake", "CheckResult", "evaluate", "check", "score", "use_seed", "active_seed",
+           "graded_handout", "handout_mode", "student_id", "mentions", "GENERIC_MISTAKES", "CAPTURE_ENV",
+           "CAPTURE_MARK", "CHECK_SECONDS"]
 
 STRICT_ENV = "SERVINGMATH_STRICT_CHECKS"
+#: Set (to ``1``) by the grader in the kernel it runs: ``check()`` then reports each answer it checks.
+CAPTURE_ENV = "SERVINGMATH_CAPTURE"
+#: Marker that starts a line of ``check()``'s report to the grader (a JSON record follows).
+CAPTURE_MARK = "@@SERVINGMATH-CHECKED@@ "
+#: Seconds ``check()`` may spend on one answer.
+CHECK_SECONDS = 10.0
+#: Longest paragraph a conceptual answer may be (characters).
+MAX_PARAGRAPH = 4000
 
 
 @dataclass(frozen=True)
@@ -59,11 +88,29 @@ class Mistake:
     """A known wrong answer and the hint it earns.
 
     ``answer`` maps the question's parameters to the wrong value, in SI units
-    (or a sympy expression for symbolic questions, or a string for choices).
+    (or a sympy expression for symbolic questions, a string for choices, or a regular
+    expression of a wrong claim for conceptual questions). ``name`` is a short label for the
+    slip, which the grader lists per student (default: the hint's first clause).
     """
 
     hint: str
     answer: Callable[[dict], Any]
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        """The slip's short name: ``name``, or the hint cut at its first colon or full stop."""
+        if self.name:
+            return self.name
+        first = re.split(r"(?<=[a-z0-9)])[.:;](?:\s|$)", self.hint.strip(), maxsplit=1)[0]
+        return first if len(first) <= 70 else first[:69].rstrip() + "…"
+
+
+def student_id(name: str) -> str:
+    """The form of a student's name that variants are derived from: NFC, trimmed, case-folded."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"student must be a non-empty name, got {name!r}")
+    return unicodedata.normalize("NFC", name).strip().casefold()
 
 
 @dataclass(frozen=True)
@@ -75,14 +122,15 @@ class Question:
     id : str
         ``"<chapter slug>.<short name>"``, e.g. ``"anatomy.tpot"``.
     prompt : str
-        The question as the student reads it (with its unit).
+        The question as the student reads it (with its unit); ``{name}`` fields are filled
+        from the parameters (:meth:`render`).
     answer : callable
         ``params -> expected answer``: a number in SI units, a sympy
         expression, or a string for multiple-choice questions.
     unit : str or None
         Unit in which a plain-number answer is read (``"ms"``, ``"GB"``,
         ``"B"``, ``"tok/s"``); ``None`` for dimensionless numbers.
-    kind : {"numeric", "symbolic", "choice"}
+    kind : {"numeric", "symbolic", "choice", "conceptual"}
     rel_tol : float
         Relative tolerance for numeric answers (default 1 %).
     mistakes : list of Mistake
@@ -91,18 +139,19 @@ class Question:
         Parameters of the question (model, accelerator, ...). Variants of a
         question draw other values; the answer is recomputed from them.
     variants : dict
-        Parameter name -> the values a variant may draw (see :meth:`draw`).
+        Parameter name -> the values a variant may draw (see :meth:`draw` and :meth:`draw_for`).
     derive : callable, optional
         ``params -> params`` adding values that depend on the drawn ones
         (e.g. a timestamp computed from two others), applied after drawing.
     choices : tuple of str
         For ``kind="choice"``.
     symbols : dict
-        Names -> sympy symbols, used to parse string answers of symbolic questions.
+        Names -> sympy symbols: the only names a formula answer may use.
     key_points : tuple of (str, str)
         Conceptual questions: (what a strong answer names, a regular expression that
         finds it in a free-text answer). ``answer`` returns the model answer; each
-        Mistake's ``answer`` returns a pattern of a wrong claim (e.g. ``"exponential"``).
+        Mistake's ``answer`` returns a pattern of a wrong claim (e.g. ``"exponential"``),
+        inverted claims ("helps at large batch") included.
     chapter, difficulty : str
         Where the question belongs and how hard it is (``easy``/``medium``/``hard``),
         used by the interview drill to pick questions.
@@ -140,15 +189,38 @@ class Question:
         values = {**self.params, **(params or {})}
         return self.answer(self.derive(values) if self.derive else values)
 
-    def draw(self, seed: int | None) -> dict:
-        """The parameters of variant ``seed``: each entry of ``variants`` drawn by a
-        generator seeded with (seed, question id). ``None`` gives the default parameters."""
+    def _drawn(self, rng) -> dict:
         params = dict(self.params)
-        if seed is not None and self.variants:
-            rng = random.Random(f"{int(seed)}:{self.id}")
-            params.update({name: rng.choice(list(options))
-                           for name, options in sorted(self.variants.items())})
+        params.update({name: rng.choice(list(options)) for name, options in sorted(self.variants.items())})
         return self.derive(params) if self.derive else params
+
+    def draw(self, seed: int | None) -> dict:
+        """The parameters of *practice* variant ``seed``: each entry of ``variants`` drawn by a
+        generator seeded with (seed, question id). ``None`` gives the default parameters.
+
+        Practice seeds are public (the drill prints them): anyone can compute their answers.
+        Graded hand-outs use :meth:`draw_for`, which needs the course key.
+        """
+        if seed is None or not self.variants:
+            return self.derive(dict(self.params)) if self.derive else dict(self.params)
+        return self._drawn(random.Random(f"{int(seed)}:{self.id}"))
+
+    def draw_for(self, key: bytes | str, student: str) -> dict:
+        """The parameters of ``student``'s graded variant in the course whose secret is ``key``.
+
+        Each parameter is drawn by a generator seeded with HMAC-SHA256(key, student id, question
+        id): without the key, nothing in the hand-out or the library leads to the variant, so the
+        answer machinery cannot compute a graded answer for anyone who lacks the key.
+        """
+        if isinstance(key, str):
+            key = key.encode()
+        if not isinstance(key, bytes) or not key:
+            raise ValueError("key must be a non-empty course key (bytes or str)")
+        if not self.variants:
+            return self.draw(None)
+        message = f"servingmath-variant\0{student_id(student)}\0{self.id}".encode()
+        digest = hmac.new(key, message, hashlib.sha256).digest()
+        return self._drawn(random.Random(int.from_bytes(digest, "big")))
 
     def render(self, params: dict | None = None) -> str:
         """The prompt with the parameters filled in (``{model}`` -> ``Llama-3.1-8B``)."""
@@ -161,12 +233,14 @@ class Question:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Outcome of checking one answer: ``status`` is one of
-    ``"not attempted"``, ``"correct"``, ``"incorrect"``, ``"invalid"``."""
+    """Outcome of checking one answer: ``status`` is one of ``"not attempted"``, ``"correct"``,
+    ``"incorrect"``, ``"invalid"`` (not readable as an answer) or ``"recorded"`` (a graded
+    hand-out: the form is right, the grader decides). ``slip`` names the known mistake matched."""
 
     question_id: str
     status: str
     message: str
+    slip: str = ""
 
     @property
     def correct(self) -> bool:
@@ -175,18 +249,43 @@ class CheckResult:
     def __str__(self) -> str:
         return f"{self.question_id}: {self.message}"
 
+    def _repr_html_(self) -> str:
+        mark, colour, background = {
+            "correct": ("✓", "#1a7f37", "#e6f4ea"), "recorded": ("✓", "#0b5cad", "#e8f0fb"),
+            "not attempted": ("…", "#6e6e6e", "#f2f2f2")}.get(self.status, ("✗", "#b3261e", "#fdecea"))
+        return (f'<div style="padding:3px 8px;border-left:4px solid {colour};background:{background};'
+                f'color:#1f1f1f;font-family:sans-serif"><span style="color:{colour};font-weight:bold">'
+                f"{mark}</span> <code>{html.escape(self.question_id)}</code>: {html.escape(self.message)}</div>")
 
-# Generic mistakes, tried after the question's own: (factor, dimension or None, hint)
+
+class _Shown:
+    """What a check cell displays: plain text for terminals (and nbval), coloured HTML in Jupyter."""
+
+    def __init__(self, result, text=None, html_text=None):
+        self.result, self.text, self.html_text = result, text, html_text
+
+    def __repr__(self) -> str:
+        return self.text if self.text is not None else str(self.result)
+
+    def _repr_html_(self) -> str:
+        return self.html_text if self.html_text is not None else self.result._repr_html_()
+
+
+# Generic mistakes, tried after the question's own: (factor, dimension or None, hint, name)
 GENERIC_MISTAKES = [
-    (1e3, "s", "Off by a factor of 1000: check seconds versus milliseconds."),
-    (1e-3, "s", "Off by a factor of 1000: check seconds versus milliseconds."),
-    (2**30 / 1e9, "B", "Off by 7.4 %: that is GiB versus GB (2**30 versus 1e9 bytes)."),
-    (1e9 / 2**30, "B", "Off by 7.4 %: that is GiB versus GB (2**30 versus 1e9 bytes)."),
-    (2**20 / 1e6, "B", "Off by 4.9 %: that is MiB versus MB (2**20 versus 1e6 bytes)."),
-    (1e6 / 2**20, "B", "Off by 4.9 %: that is MiB versus MB (2**20 versus 1e6 bytes)."),
-    (2.0, None, "Off by exactly a factor of 2 (too large): K and V? sparse vs dense FLOP/s? 2 FLOPs per multiply-add?"),
-    (0.5, None, "Off by exactly a factor of 2 (too small): K and V? sparse vs dense FLOP/s? 2 FLOPs per multiply-add?"),
+    (1e3, "s", "Off by a factor of 1000: check seconds versus milliseconds.", "seconds vs milliseconds"),
+    (1e-3, "s", "Off by a factor of 1000: check seconds versus milliseconds.", "seconds vs milliseconds"),
+    (2**30 / 1e9, "B", "Off by 7.4 %: that is GiB versus GB (2**30 versus 1e9 bytes).", "GiB vs GB"),
+    (1e9 / 2**30, "B", "Off by 7.4 %: that is GiB versus GB (2**30 versus 1e9 bytes).", "GiB vs GB"),
+    (2**20 / 1e6, "B", "Off by 4.9 %: that is MiB versus MB (2**20 versus 1e6 bytes).", "MiB vs MB"),
+    (1e6 / 2**20, "B", "Off by 4.9 %: that is MiB versus MB (2**20 versus 1e6 bytes).", "MiB vs MB"),
+    (2.0, None, "Off by exactly a factor of 2 (too large): K and V? sparse vs dense FLOP/s? 2 FLOPs per multiply-add?",
+     "factor 2 too large"),
+    (0.5, None, "Off by exactly a factor of 2 (too small): K and V? sparse vs dense FLOP/s? 2 FLOPs per multiply-add?",
+     "factor 2 too small"),
 ]
+_PERCENT_HINT = ("That looks like a percentage: the answer is a fraction (write 0.85, or the string '85 %', "
+                 "not 85).")
 
 
 def _dimension(unit: str | None) -> str | None:
@@ -197,37 +296,80 @@ def _close(a: float, b: float, rel_tol: float) -> bool:
     return math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-12 * max(1.0, abs(b)) if b == 0 else 0.0)
 
 
+def _fraction_question(question, expected) -> bool:
+    return question.kind == "numeric" and question.unit is None and 0 < abs(expected) <= 1
+
+
+_PERCENT = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(%|percent)\s*")
+
+
+def _read(question, answer):
+    """The answer as ``...``, a str, a float or a sympy expression; raises AnswerError."""
+    symbols = question.symbols if question.kind == "symbolic" else None
+    if type(answer) is Formula:
+        expression = _answers.parse_formula(str(answer), question.symbols if symbols is not None else {},
+                                            max_length=_answers.MAX_OBJECT_TEXT,
+                                            max_nodes=_answers.MAX_OBJECT_NODES) if symbols is not None else None
+        if expression is None:
+            try:
+                expression = _answers.parse_formula(str(answer), {}, max_length=_answers.MAX_OBJECT_TEXT,
+                                                    max_nodes=_answers.MAX_OBJECT_NODES)
+            except AnswerError as exc:
+                if "not a symbol" in str(exc):
+                    raise AnswerError("expected a number, got an expression with free symbols.") from None
+                raise
+            if expression.free_symbols:
+                raise AnswerError("expected a number, got an expression with free symbols.")
+            return _answers.read_object(expression)
+        return expression
+    return _answers.read_object(answer, symbols)
+
+
 def _to_si(question: Question, answer) -> tuple[float | None, str | None]:
     """Return (value in SI, problem message or None)."""
-    if isinstance(answer, bool):
-        return None, "expected a number, got True/False."
+    try:
+        answer = _read(question, answer)
+    except AnswerError as exc:
+        return None, str(exc)
     if isinstance(answer, str):
+        percent = _PERCENT.fullmatch(answer)
+        if percent and question.unit is None:
+            return float(percent.group(1)) / 100, None
+        if percent:
+            return None, f"this answer is in {question.unit}, not a percentage."
         try:
             value, dimension = parse_quantity(answer)
         except ValueError as exc:
-            return None, f"could not read your answer: {exc}"
+            return None, _quantity_sentence(question, answer, exc)
+        if not math.isfinite(value):
+            return None, f"expected a finite number, got {_answers.short(answer)}."
         want = _dimension(question.unit)
         if dimension is None:
             scale = 1.0 if question.unit is None else UNIT_SCALES[question.unit][0]
             return value * scale, None
         if want is None:
-            return None, f"this answer has no unit, but you gave one ({answer!r})."
+            return None, f"this answer has no unit, but you gave one ({_answers.short(answer)})."
         if dimension != want:
-            return None, f"wrong kind of unit: the answer is in {want}, you gave {dimension} ({answer!r})."
+            return None, f"wrong kind of unit: the answer is in {want}, you gave {dimension} ({_answers.short(answer)})."
         return value, None
-    if isinstance(answer, np.ndarray) and answer.size == 1:
-        answer = answer.item()
-    if isinstance(answer, sympy.Basic):
-        if not answer.is_number:
-            return None, "expected a number, got an expression with free symbols."
-        answer = float(answer)
-    if not isinstance(answer, numbers.Number):
-        return None, f"expected a number (or a string such as '12 ms'), got {type(answer).__name__}."
-    value = float(answer)
-    if not math.isfinite(value):
-        return None, f"expected a finite number, got {value}."
+    if not isinstance(answer, float):
+        return None, "expected a number, got an expression with free symbols."
     scale = 1.0 if question.unit is None else UNIT_SCALES[question.unit][0]
-    return value * scale, None
+    return answer * scale, None
+
+
+def _quantity_sentence(question, text: str, exc: Exception) -> str:
+    message = str(exc)
+    unit = f" in {question.unit}" if question.unit else ""
+    if "too long" in message:
+        return f"the answer is too long to be a number{unit}."
+    match = re.match(r"\s*[-+]?[\d.,_eE]+\s*(\S.*)$", text)
+    if "unknown unit" in message and match:
+        example = f"'12.5 {question.unit}'" if question.unit else "1.5"
+        return (f"{_answers.short(match.group(1), 20)} is not a unit I know: write the number{unit}, "
+                f"or with a unit such as {example}.")
+    example = f"12.5 or '12.5 {question.unit}'" if question.unit else "1.5"
+    return f"could not read {_answers.short(text)} as a number{unit}: write it like {example}."
 
 
 def _evaluate_numeric(question, answer, params) -> CheckResult:
@@ -240,23 +382,20 @@ def _evaluate_numeric(question, answer, params) -> CheckResult:
     for mistake in question.mistakes:
         wrong = float(mistake.answer(params))
         if _close(value, wrong, question.rel_tol / 2) and not _close(wrong, expected, question.rel_tol):
-            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}")
+            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}", mistake.label)
     dimension = _dimension(question.unit)
-    for factor, dim, hint in GENERIC_MISTAKES:
+    for factor, dim, hint, name in GENERIC_MISTAKES:
         if (dim is None or dim == dimension) and _close(value, expected * factor, question.rel_tol / 2):
-            return CheckResult(question.id, "incorrect", f"not yet. Hint: {hint}")
+            return CheckResult(question.id, "incorrect", f"not yet. Hint: {hint}", name)
+    if _fraction_question(question, expected) and _close(value, 100 * expected, question.rel_tol):
+        return CheckResult(question.id, "incorrect", f"not yet. Hint: {_PERCENT_HINT}", "percent for a fraction")
+    if expected != 0:
+        off = (value - expected) / abs(expected)
+        if abs(off) <= max(10 * question.rel_tol, 0.05):
+            return CheckResult(question.id, "incorrect",
+                               f"not yet: {abs(off) * 100:.3g} % too {'high' if off > 0 else 'low'}; answers "
+                               f"within {question.rel_tol * 100:g} % are accepted.", "near miss")
     return CheckResult(question.id, "incorrect", "not yet.")
-
-
-def _as_expression(question, answer):
-    if isinstance(answer, str):
-        try:
-            return sympy.sympify(answer, locals=dict(question.symbols))
-        except (sympy.SympifyError, SyntaxError, TypeError) as exc:
-            raise ValueError(f"could not parse {answer!r} as a sympy expression ({exc})") from None
-    if isinstance(answer, (numbers.Number, sympy.Basic)):
-        return sympy.sympify(answer)
-    raise ValueError(f"expected a sympy expression, got {type(answer).__name__}")
 
 
 def _plain_symbols(expression):
@@ -284,43 +423,59 @@ def _equal(a, b) -> bool:
     return True
 
 
+def _expression(question, answer):
+    value = _read(question, answer)
+    if isinstance(value, str):
+        return _answers.parse_formula(value, question.symbols)
+    if isinstance(value, float):
+        return sympy.Float(value)
+    return value
+
+
 def _evaluate_symbolic(question, answer, params) -> CheckResult:
     try:
-        expression = _as_expression(question, answer)
-    except ValueError as exc:
+        expression = _expression(question, answer)
+    except AnswerError as exc:
         return CheckResult(question.id, "invalid", f"not yet: {exc}")
     if _equal(expression, question.answer(params)):
         return CheckResult(question.id, "correct", "correct.")
     for mistake in question.mistakes:
         if _equal(expression, mistake.answer(params)):
-            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}")
+            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}", mistake.label)
     return CheckResult(question.id, "incorrect", "not yet: not equal to the expected expression.")
 
 
+def _choice_text(question, answer) -> tuple[str | None, str | None]:
+    options = ", ".join(map(repr, question.choices))
+    if type(answer) is not str:
+        return None, f"answer with one of {options}."
+    given = answer.strip().strip("'\"").strip().lower()
+    if given not in [c.lower() for c in question.choices]:
+        return None, f"{_answers.short(answer)} is not one of {options}."
+    return given, None
+
+
 def _evaluate_choice(question, answer, params) -> CheckResult:
-    if not isinstance(answer, str):
-        return CheckResult(question.id, "invalid",
-                           f"not yet: answer with one of {', '.join(map(repr, question.choices))}.")
-    given = answer.strip().lower()
-    options = [c.lower() for c in question.choices]
-    if given not in options:
-        return CheckResult(question.id, "invalid",
-                           f"not yet: {answer!r} is not one of {', '.join(map(repr, question.choices))}.")
+    given, problem = _choice_text(question, answer)
+    if problem:
+        return CheckResult(question.id, "invalid", f"not yet: {problem}")
     if given == str(question.answer(params)).lower():
         return CheckResult(question.id, "correct", "correct.")
     for mistake in question.mistakes:
         if given == str(mistake.answer(params)).lower():
-            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}")
+            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}", mistake.label)
     return CheckResult(question.id, "incorrect", "not yet.")
 
 
 _ACTIVE_SEED: list = [None]
+_HANDOUT: dict = {}
 
 
 def use_seed(seed: int | None) -> None:
-    """Select the variant of every question (a per-student notebook calls this in its first cell).
+    """Select a public *practice* variant of every question (``None``: the book's own numbers).
 
-    ``None`` restores the default parameters, the ones the book's text uses.
+    Practice variants are for self-study: their seeds are public, so anyone can compute their
+    answers. Graded hand-outs never use a seed (see :func:`graded_handout`).
     """
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
@@ -332,29 +487,101 @@ def active_seed() -> int | None:
     return _ACTIVE_SEED[0]
 
 
+def graded_handout(student: str, assignment: str = "") -> None:
+    """Mark this kernel as working on a graded hand-out (its first cells call this).
+
+    From then on ``check()`` confirms only the form of each answer and records it; the grade
+    comes from the teacher's grader, which alone holds the course key the variant is drawn from.
+    """
+    _HANDOUT.clear()
+    _HANDOUT.update({"student": str(student)[:100], "assignment": str(assignment)[:100]})
+    _ACTIVE_SEED[0] = None
+
+
+def handout_mode() -> dict:
+    """``{"student": ..., "assignment": ...}`` in a graded hand-out, ``{}`` in self-study."""
+    return dict(_HANDOUT)
+
+
+# ---------------------------------------------------------------- conceptual answers
+_NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|cannot|hardly|barely any)\b|n't\b", re.I)
+_NOT_NEGATING = re.compile(r"\b(?:no matter|not only|no longer than|nothing but|not just)\b", re.I)
+_CLAUSE_END = re.compile(r"[.;:!?]\s|[.;:!?]$|,\s|\bbut\b|\bwhereas\b|\bwhile\b|—|\s-\s", re.I)
+
+
+def _negated(text: str, start: int, end: int, inside: bool = True) -> bool:
+    """True when the clause holding ``text[start:end]`` negates it ("does not grow linearly").
+
+    The clause runs from the last clause boundary before ``start``. With ``inside``, a negation within
+    the match counts too ("TPOT does not drop" does not say that TPOT drops), except one that opens or
+    closes the match, which is the pattern's own ("no steady state", "gains little or nothing"); without
+    it only the words before the match count (a wrong claim may hold its own "not": "latency does not
+    change with the batch").
+    """
+    while end < len(text) and (text[end].isalnum() or text[end] in "'’"):
+        end += 1                      # the window ends with whole words
+    clause_start = 0
+    for boundary in _CLAUSE_END.finditer(text, 0, start):
+        clause_start = boundary.end()
+    window = text[clause_start:end if inside else start]
+    for found in _NEGATION.finditer(window):
+        at = clause_start + found.start()
+        if _NOT_NEGATING.match(text, at):
+            continue
+        if inside and (at == start or clause_start + found.end() >= end - (0 if text[end - 1].isalnum() else 1)):
+            continue
+        return True
+    return False
+
+
+def mentions(pattern: str, text: str, *, claim: bool = False) -> bool:
+    """True when ``text`` states what ``pattern`` finds, in a clause that does not negate it.
+
+    ``claim=True`` reads a wrong claim: only a negation before it in its clause cancels it ("it is not
+    true that decode is compute-bound"), since the claim may hold its own ("latency does not change").
+    """
+    for match in re.finditer(pattern, text, re.I):
+        if match.end() > match.start() and not _negated(text, match.start(), match.end(), inside=not claim):
+            return True
+    return False
+
+
 def _evaluate_conceptual(question, answer, params) -> CheckResult:
-    if not isinstance(answer, str) or not answer.strip():
+    try:
+        answer = _answers.read_object(answer)
+    except AnswerError:
+        answer = None
+    if type(answer) is not str or not answer.strip():
         return CheckResult(question.id, "invalid", "not yet: write your answer as text.")
-    for mistake in question.mistakes:
-        if re.search(mistake.answer(params), answer, re.I):
-            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}")
-    missing = [point for point, pattern in question.key_points if not re.search(pattern, answer, re.I)]
+    if len(answer) > MAX_PARAGRAPH:
+        return CheckResult(question.id, "invalid", f"not yet: the answer is too long ({len(answer)} characters; "
+                                                   f"at most {MAX_PARAGRAPH}, about 600 words).")
+    for mistake in question.mistakes:      # a wrong claim counts where its clause states it, not where it is denied
+        if mentions(mistake.answer(params), answer, claim=True):
+            return CheckResult(question.id, "incorrect", f"not yet. Hint: {mistake.hint}", mistake.label)
+    missing = [point for point, pattern in question.key_points if not mentions(pattern, answer)]
     if missing:
         return CheckResult(question.id, "incorrect",
                            "not yet. A strong answer also names: " + "; ".join(missing) + ".")
     return CheckResult(question.id, "correct", "correct: it names every key point.")
 
 
-def evaluate(question, answer, params: dict | None = None, seed: int | None = None) -> CheckResult:
-    """Check ``answer`` against ``question`` (a :class:`Question` or its id) without printing.
-
-    The parameters are the question's defaults, or variant ``seed``'s (default: the
-    seed set by :func:`use_seed`), updated with ``params``.
-    """
+def _question(question):
     if isinstance(question, str):
         from .questions import get_question
 
-        question = get_question(question)
+        return get_question(question)
+    return question
+
+
+def evaluate(question, answer, params: dict | None = None, seed: int | None = None) -> CheckResult:
+    """Check ``answer`` against ``question`` (a :class:`Question` or its id) without printing.
+
+    The parameters are the question's defaults, or practice variant ``seed``'s (default: the
+    seed set by :func:`use_seed`), updated with ``params`` (how the grader passes a student's
+    graded variant, :meth:`Question.draw_for`).
+    """
+    question = _question(question)
     seed = active_seed() if seed is None else seed
     params = {**question.draw(seed), **(params or {})}
     if question.derive:
@@ -370,13 +597,127 @@ def evaluate(question, answer, params: dict | None = None, seed: int | None = No
     return _evaluate_choice(question, answer, params)
 
 
-def check(question_id: str, answer, params: dict | None = None) -> None:
-    """Print whether ``answer`` is right; used in the check cell after each answer cell.
+def _format_number(value: float) -> str:
+    return f"{value:.6g}"
 
-    Raises ``AssertionError`` for anything but a correct answer when
-    ``SERVINGMATH_STRICT_CHECKS=1`` (how the solutions run under test).
+
+def check_form(question, answer) -> CheckResult:
+    """What a graded hand-out's check cell says: whether ``answer`` has the right *form*.
+
+    ``"recorded"`` for a readable answer of the right kind, never whether it is right.
     """
-    result = evaluate(question_id, answer, params)
-    print(result)
+    question = _question(question)
+    if answer is Ellipsis:
+        return CheckResult(question.id, "not attempted", "not attempted. Replace ... with your answer.")
+    note = "graded by your teacher."
+    if question.kind == "numeric":
+        value, problem = _to_si(question, answer)
+        if problem:
+            return CheckResult(question.id, "invalid", f"not yet: {problem}")
+        shown = value / UNIT_SCALES[question.unit][0] if question.unit else value
+        unit = f" {question.unit}" if question.unit else ""
+        return CheckResult(question.id, "recorded", f"recorded {_format_number(shown)}{unit}; {note}")
+    if question.kind == "symbolic":
+        try:
+            expression = _expression(question, answer)
+        except AnswerError as exc:
+            return CheckResult(question.id, "invalid", f"not yet: {exc}")
+        text = sympy.sstr(expression)
+        return CheckResult(question.id, "recorded",
+                           f"recorded the formula {text if len(text) <= 80 else text[:79] + '…'}; {note}")
+    if question.kind == "choice":
+        given, problem = _choice_text(question, answer)
+        if problem:
+            return CheckResult(question.id, "invalid", f"not yet: {problem}")
+        return CheckResult(question.id, "recorded", f"recorded {given!r}; {note}")
+    if type(answer) is not str or not answer.strip():
+        return CheckResult(question.id, "invalid", "not yet: write your answer as text.")
+    if len(answer) > MAX_PARAGRAPH:
+        return CheckResult(question.id, "invalid", f"not yet: the answer is too long (at most {MAX_PARAGRAPH} "
+                                                   "characters).")
+    return CheckResult(question.id, "recorded", f"recorded your answer ({len(answer.split())} words); {note}")
+
+
+# ---------------------------------------------------------------- what a check cell does
+_RESULTS: dict = {}
+
+
+def _report(question_id: str, answer, symbols) -> None:
+    """Tell the grader (when it runs this kernel) which answer this check saw, as data."""
+    if os.environ.get(CAPTURE_ENV) != "1":
+        return
+    record = json.dumps({"q": str(question_id)[:120], "a": _answers.to_record(answer, symbols)})
+    stream = sys.stdout
+    stream.write("\n" + CAPTURE_MARK + record + "\n")
+    stream.flush()
+
+
+def _show(shown) -> None:
+    shell = None
+    ipython = sys.modules.get("IPython")
+    if ipython is not None:
+        try:
+            shell = ipython.get_ipython()
+        except Exception:  # noqa: BLE001 - any failure means: no rich display here
+            shell = None
+    if shell is not None and getattr(shell, "display_pub", None) is not None:
+        from IPython.display import display
+
+        display(shown)
+    else:
+        print(repr(shown))
+
+
+def check(question_id: str, answer, params: dict | None = None) -> None:
+    """Show whether ``answer`` is right; used in the check cell after each answer cell.
+
+    In a graded hand-out (:func:`graded_handout`) it only confirms the answer's form. In Jupyter
+    the result is coloured (✓ correct, ✗ not yet); elsewhere it is one line of text. Raises
+    ``AssertionError`` for anything but a correct answer when ``SERVINGMATH_STRICT_CHECKS=1``
+    (how the solutions run under test).
+    """
+    question = _question(question_id)
+    symbols = question.symbols if question.kind == "symbolic" else None
+    _report(question.id, answer, symbols)
+    try:
+        with _answers.time_limit(CHECK_SECONDS):
+            result = check_form(question, answer) if _HANDOUT else evaluate(question, answer, params)
+    except AnswerError as exc:
+        result = CheckResult(question.id, "invalid", f"not yet: {exc}")
+    _RESULTS[question.id] = result.status
+    _show(_Shown(result))
     if os.environ.get(STRICT_ENV) == "1" and not result.correct:
         raise AssertionError(f"strict checks: {result}")
+
+
+def score(questions=None) -> None:
+    """Show the running score of this notebook's checks: "7 of 12 correct (...)".
+
+    ``questions`` is a chapter's module name (``"decode"``: its every question), a list of ids,
+    or ``None`` for the questions checked so far. Each question counts with the result of its
+    latest check; a question whose check cell has not run counts as not checked.
+    """
+    if questions is None:
+        ids = list(_RESULTS)
+    elif isinstance(questions, str):
+        from .questions import all_questions
+
+        ids = [qid for qid in all_questions() if qid.startswith(questions + ".")]
+    else:
+        ids = list(questions)
+    statuses = [_RESULTS.get(qid, "not checked") for qid in ids]
+    counts = {s: statuses.count(s) for s in dict.fromkeys(statuses)}
+    order = ["incorrect", "invalid", "not attempted", "not checked"]
+    names = {"incorrect": "not yet", "invalid": "not readable"}
+    rest = ", ".join(f"{counts[s]} {names.get(s, s)}" for s in order if counts.get(s))
+    if _HANDOUT:
+        text = (f"{counts.get('recorded', 0)} of {len(ids)} answers recorded"
+                + (f" ({rest})" if rest else "") + ". Your teacher grades them.")
+        good = counts.get("recorded", 0) == len(ids)
+    else:
+        text = f"{counts.get('correct', 0)} of {len(ids)} correct" + (f" ({rest})" if rest else "") + "."
+        good = counts.get("correct", 0) == len(ids)
+    colour = "#1a7f37" if good else "#8a5a00"
+    html_text = (f'<div style="padding:4px 8px;border:1px solid {colour};color:{colour};font-family:sans-serif;'
+                 f'font-weight:bold">Score: {html.escape(text)}</div>')
+    _show(_Shown(None, f"Score: {text}", html_text))

@@ -58,7 +58,7 @@ import numpy as np
 
 from ._validation import bisect_increasing, check_integer, scalar_or_array
 from .deployment import Deployment, deployment_function
-from .models import matmul_parameter_count
+from .models import check_context_len, matmul_parameter_count, require_shape
 from .step import Iteration, combine, iteration_work, time_parts, work_coefficients
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "critical_context_length",
     "max_decode_throughput",
     "decode_coefficients",
+    "communication_bound_tensor_parallel",
 ]
 
 
@@ -145,6 +146,7 @@ def decode_throughput(dep: Deployment, batch_size, context_len):
     return scalar_or_array(np.asarray(batch_size, dtype=float) / t)
 
 
+@deployment_function
 def decode_coefficients(dep: Deployment, context_len=0) -> dict:
     """A decode step as affine functions of the batch B, in seconds (dense models exactly).
 
@@ -159,6 +161,8 @@ def decode_coefficients(dep: Deployment, context_len=0) -> dict:
     >>> c = decode_coefficients(Deployment.build("Llama-3.1-8B", "H100"), 0)
     >>> round(c["weight_memory"] * 1e3, 3), round(c["weight_memory"] / c["linear"], 1)
     (4.481, 295.3)
+    >>> decode_coefficients("Llama-3.1-8B", "H100", 0) == c    # the library's one calling convention
+    True
     """
     coef = work_coefficients(dep)
     w, f = dep.bandwidth, dep.flops
@@ -367,3 +371,94 @@ def max_decode_throughput(dep: Deployment, context_len):
     else:
         slope = np.maximum(lin, g) + np.maximum(kv, att)
     return scalar_or_array(1.0 / (slope + np.asarray(c["communication_per_sequence"])))
+
+
+@deployment_function
+def communication_bound_tensor_parallel(dep: Deployment, batch_size, context_len) -> dict:
+    """The tensor-parallel degree N* beyond which a decode step waits more on its all-reduces than on HBM and FLOPs.
+
+    Splitting a decode step over N GPUs divides its memory and compute time by
+    N, but adds 2 L all-reduces of B x D activations whose cost does not
+    shrink: past N* the step is communication-bound (by the links' latency or
+    by their bandwidth) and more GPUs buy little latency.
+
+    Parameters
+    ----------
+    model, accelerator : or one Deployment
+        Its all-reduce model (``allreduce_latency``, ``allreduce_base_latency``,
+        ``link_efficiency``, ``allreduce_ring_factor``) and the accelerator's
+        one-way interconnect. ``tensor_parallel`` is what is solved for.
+    batch_size, context_len : int or array
+
+    Returns
+    -------
+    dict
+        ``tensor_parallel``: N* (a real number >= 1; round up to a valid
+        degree); ``latency`` and ``transfer``: the two parts of one step's
+        communication at N*, in seconds; ``bound``: ``"latency"`` or
+        ``"bandwidth"``, whichever is larger there.
+
+    Notes
+    -----
+    With T_1 the step at N = 1 (its parts combined by the overlap model),
+    m = B D b_ar the message and beta' = eta beta, the step's rest is T_1 / N and its
+    communication 2 L [alpha_0 + 2 (N - 1) alpha + 2 (N - 1) / N m / beta'].
+    They are equal at the positive root of
+
+        4 L alpha N^2 + (2 L alpha_0 - 4 L alpha + 4 L m / beta') N - (4 L m / beta' + T_1) = 0,
+
+    without latency N* = 1 + T_1 beta' / (4 L m): the bandwidth-bound degree
+    (with ``allreduce_ring_factor=False`` the constant is T_1 alone). KV-head
+    replication (N > K) is ignored: it only adds memory time, so N* is a lower
+    bound there. How to Scale Your Model states the same balance per matmul,
+    Y > F / (B beta) with beta = W_hbm / W_ici. Derived in the chapter
+    "Tensor parallelism".
+
+    Examples
+    --------
+    >>> r = communication_bound_tensor_parallel("Llama-3.1-70B", "H100", 8, 2048)
+    >>> round(r["tensor_parallel"]), r["bound"]          # physical bound: bandwidth only
+    (463, 'bandwidth')
+    >>> r = communication_bound_tensor_parallel("Llama-3.1-70B", "H100", 8, 2048, allreduce_latency=0.6e-6,
+    ...                                          allreduce_base_latency=6.6e-6)
+    >>> round(r["tensor_parallel"], 1), r["bound"]      # NCCL's latencies: beyond ~13 GPUs
+    (12.7, 'latency')
+    """
+    n_layers, width = require_shape(dep.model, "n_layers", "hidden_size",
+                                    needed_for="the all-reduces of tensor parallelism")
+    check_integer("batch_size", batch_size, minimum=1)
+    check_context_len(dep.model, context_len)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        result = _communication_bound(dep, batch_size, context_len, n_layers, width)
+    if not all(np.all(np.isfinite(result[k])) for k in ("tensor_parallel", "latency", "transfer")):
+        raise ValueError(f"batch_size = {np.max(batch_size):g} is too large: the step time overflows")
+    return result
+
+
+def _communication_bound(dep, batch_size, context_len, n_layers, width):
+    one = dep.replace(tensor_parallel=1)
+    parts = time_parts(one, iteration_work(one, Iteration.decode(one.model, sequences=batch_size,
+                                                                 context_len=context_len)))
+    parts = dict(parts, communication=0.0, overhead=0.0)
+    t1 = np.asarray(combine(one.overlap, parts), dtype=float)
+    link = dep.accelerator.interconnect_bandwidth
+    if link is None:
+        raise ValueError(f"accelerator {dep.accelerator.name} has no interconnect bandwidth in the catalog")
+    ar = dep.allreduce
+    beta = link * np.asarray(ar.link_efficiency, dtype=float)
+    m = np.asarray(batch_size, dtype=float) * width * ar.bytes_per_element
+    a, a0 = np.asarray(ar.latency, dtype=float), np.asarray(ar.base_latency, dtype=float)
+    L = float(n_layers)
+    mb = m / beta
+    qa = 4.0 * L * a
+    qb = 2.0 * L * a0 - 4.0 * L * a + 4.0 * L * mb
+    qc = -(4.0 * L * mb + t1) if ar.ring_factor else -t1
+    disc = np.sqrt(qb * qb - 4.0 * qa * qc)
+    root = np.where(qa > 0, (-qb + disc) / (2.0 * np.where(qa > 0, qa, 1.0)), -qc / np.where(qb != 0, qb, 1.0))
+    n_star = np.maximum(1.0, root)
+    factor = (n_star - 1.0) / n_star if ar.ring_factor else 1.0
+    latency = 2.0 * L * (a0 + 2.0 * (n_star - 1.0) * a)
+    transfer = 2.0 * L * 2.0 * factor * mb
+    bound = np.where(latency > transfer, "latency", "bandwidth")
+    return {"tensor_parallel": scalar_or_array(n_star), "latency": scalar_or_array(latency),
+            "transfer": scalar_or_array(transfer), "bound": str(bound) if np.ndim(bound) == 0 else bound}

@@ -57,7 +57,7 @@ from .datatypes import check_dtype
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 from .settings import SETTINGS, setting_options
-from .sharding import AllReduce, check_tensor_parallel
+from .sharding import KV_SHARDINGS, AllReduce, check_expert_parallel, check_tensor_parallel
 
 __all__ = [
     "Deployment",
@@ -80,7 +80,8 @@ OVERLAP_MODELS = ("additive", "roofline", "hybrid")
 
 #: Flat keyword names of the all-reduce model, as the functions take them -> AllReduce field.
 ALLREDUCE_OPTIONS = {"allreduce_latency": "latency", "allreduce_base_latency": "base_latency",
-                     "link_efficiency": "link_efficiency", "allreduce_dtype": "dtype"}
+                     "link_efficiency": "link_efficiency", "allreduce_dtype": "dtype",
+                     "allreduce_ring_factor": "ring_factor"}
 
 def _numeric(name, value, check):
     return freeze_number(check(name, value))
@@ -122,6 +123,21 @@ class Deployment(ValueFields):
         Memory per GPU for activations and runtime within that share (0: an upper bound).
     memory_bytes : float or None
         Memory per GPU; None: the catalog's capacity (the sheet's GB read as decimal).
+    kv_sharding : {"heads", "batch"}
+        How the KV cache splits over the tensor-parallel group once N > K:
+        ``"heads"`` (default, vLLM) replicates each KV head's cache on N / K
+        GPUs; ``"batch"`` (How to Scale Your Model) shards the rest of the
+        group by sequences, so each GPU holds 1/N of the cache
+        (:func:`servingmath.sharding.tensor_parallel_shares`).
+    expert_parallel : int or array of int
+        EP, for a mixture of experts: 1 (default) splits every expert N ways by
+        tensor parallelism. EP > 1 deals the routed experts out to EP GPUs
+        (E / EP whole experts each) and runs attention and the shared weights
+        data-parallel, in EP / N groups of ``tensor_parallel`` GPUs ("attention
+        DP x expert EP"); each MoE layer then exchanges its tokens in two
+        all-to-alls (dispatch and combine), costed with ``allreduce``'s alpha,
+        alpha_0, link efficiency and data type. The instance has EP GPUs and a
+        batch is shared evenly by its EP / N groups (chapter "Mixture of experts").
     """
 
     model: ModelConfig
@@ -138,6 +154,8 @@ class Deployment(ValueFields):
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     reserve_bytes: float = 0.0
     memory_bytes: float | None = None
+    kv_sharding: str = "heads"
+    expert_parallel: int = 1
 
     def __post_init__(self):
         set_ = functools.partial(object.__setattr__, self)
@@ -146,6 +164,8 @@ class Deployment(ValueFields):
             set_("accelerator", get_accelerator(self.accelerator))
         n = check_tensor_parallel(self.model, self.tensor_parallel)
         set_("tensor_parallel", int(n) if n.ndim == 0 else freeze_number(n).astype(np.int64))
+        ep = check_expert_parallel(self.model, self.expert_parallel, self.tensor_parallel)
+        set_("expert_parallel", int(ep) if ep.ndim == 0 else freeze_number(ep).astype(np.int64))
         check_dtype(self.weight_dtype, "weight_dtype")
         check_dtype(self.kv_dtype, "kv_dtype")
         if self.compute_dtype == "auto":
@@ -162,6 +182,7 @@ class Deployment(ValueFields):
         set_("reserve_bytes", _numeric("reserve_bytes", self.reserve_bytes, check_nonnegative))
         if self.memory_bytes is not None:
             set_("memory_bytes", _numeric("memory_bytes", self.memory_bytes, check_positive))
+        check_choice("kv_sharding", self.kv_sharding, KV_SHARDINGS)
 
     # ---- building --------------------------------------------------------------------------------
     @classmethod
@@ -170,14 +191,14 @@ class Deployment(ValueFields):
 
         ``options`` are the field names and the flat all-reduce names
         (``allreduce_latency``, ``allreduce_base_latency``, ``link_efficiency``,
-        ``allreduce_dtype``); ``setting`` starts from one of :data:`SETTINGS`.
+        ``allreduce_dtype``, ``allreduce_ring_factor``); ``setting`` starts from one of :data:`SETTINGS`.
 
         >>> Deployment.build("Llama-3.1-8B", "H100", mbu=0.8).mbu
         0.8
         >>> Deployment.build("Llama-3.1-8B", "H100", batch=4)
         Traceback (most recent call last):
         ...
-        servingmath._validation.UnknownNameError: unknown deployment option 'batch'. Allowed: allreduce, allreduce_base_latency, allreduce_dtype, allreduce_latency, compute_dtype, gpu_memory_utilization, kv_dtype, link_efficiency, mbu, memory_bytes, mfu, overlap, reserve_bytes, step_overhead, tensor_parallel, weight_dtype
+        servingmath._validation.UnknownNameError: unknown deployment option 'batch'. Allowed: allreduce, allreduce_base_latency, allreduce_dtype, allreduce_latency, allreduce_ring_factor, compute_dtype, expert_parallel, gpu_memory_utilization, kv_dtype, kv_sharding, link_efficiency, mbu, memory_bytes, mfu, overlap, reserve_bytes, step_overhead, tensor_parallel, weight_dtype
         """
         base = {} if setting is None else setting_options(setting, accelerator)
         base.update(options)
@@ -204,15 +225,26 @@ class Deployment(ValueFields):
     @property
     def is_scalar(self) -> bool:
         """True when no numeric setting is an array (one configuration, not a grid)."""
-        values = [self.tensor_parallel, self.mfu, self.mbu, self.step_overhead, self.gpu_memory_utilization,
+        values = [self.tensor_parallel, self.expert_parallel, self.mfu, self.mbu, self.step_overhead, self.gpu_memory_utilization,
                   self.reserve_bytes, self.memory_bytes, self.allreduce.latency, self.allreduce.base_latency,
                   self.allreduce.link_efficiency]
         return all(np.ndim(v) == 0 for v in values if v is not None)
 
     @property
     def n_gpus(self):
-        """GPUs of one instance (= tensor_parallel)."""
-        return self.tensor_parallel
+        """GPUs of one instance: tensor_parallel, or expert_parallel where EP > 1 (a multiple of it)."""
+        n, ep = self.tensor_parallel, self.expert_parallel
+        if np.ndim(n) == 0 and np.ndim(ep) == 0:
+            return max(int(n), int(ep))
+        return np.maximum(n, ep)
+
+    @property
+    def data_parallel(self):
+        """Attention data-parallel groups of one instance: n_gpus / tensor_parallel (1 without EP)."""
+        n, g = self.tensor_parallel, self.n_gpus
+        if np.ndim(n) == 0 and np.ndim(g) == 0:
+            return int(g) // int(n)
+        return np.asarray(g) // np.asarray(n)
 
     def _need_accelerator(self, what):
         if self.accelerator is None:
@@ -256,7 +288,7 @@ class Deployment(ValueFields):
         """One line naming the model, the GPUs and the settings."""
         def num(x):
             return f"{x:g}" if np.ndim(x) == 0 else f"{np.shape(x)} values"
-        n = self.tensor_parallel
+        n = self.n_gpus
         gpus = f"{n} x " if np.ndim(n) or n > 1 else ""
         gpus = f"{num(n)} x " if np.ndim(n) else gpus
         acc = "no accelerator" if self.accelerator is None else self.accelerator.name
@@ -265,6 +297,11 @@ class Deployment(ValueFields):
                 f"{self.overlap} overlap")
         if np.ndim(self.step_overhead) or self.step_overhead:
             text += f", {num(self.step_overhead)} s per step"
+        if self.kv_sharding != "heads":
+            text += f", KV sharded by {self.kv_sharding}"
+        if np.ndim(self.expert_parallel) or self.expert_parallel > 1:
+            text += (f", experts EP {num(self.expert_parallel)} with attention DP {num(self.data_parallel)}"
+                     f" x TP {num(self.tensor_parallel)}")
         return text
 
 

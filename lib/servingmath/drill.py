@@ -5,6 +5,7 @@
     python -m servingmath.drill                          # 5 random questions
     python -m servingmath.drill --chapter decode,slo --difficulty easy,medium --n 3 --seed 7
     python -m servingmath.drill --chapter interview --time-limit 90
+    python -m servingmath.drill --chapter 04             # chapter 04's questions (decode)
     python -m servingmath.drill --list                   # chapters and their question counts
     python -m servingmath.drill --cheat-sheet            # formulas and numbers worth remembering
 
@@ -19,8 +20,15 @@ Questions come from every registered chapter (:mod:`servingmath.questions`).
 ``--chapter`` picks a question when the chapter is the question's module (the
 first part of its id, ``decode`` in ``decode.tpot_batch_64``) or the chapter
 the question draws on (its ``chapter`` field: the interview questions name
-one each). ``--seed`` makes the selection, and so a whole scripted session,
-repeatable; without it a seed is drawn and printed.
+one each); a chapter may also be given by its number (``04``, :data:`CHAPTER_NUMBERS`).
+``--seed`` makes the selection, and so a whole scripted session, repeatable;
+without it a seed is drawn and printed. ``--variants`` asks each question's
+public practice variant for that seed: anyone can compute those answers, and
+they are never the variants of a graded hand-out, which are drawn from the
+teacher's course key (:meth:`servingmath.checks.Question.draw_for`).
+
+Formulas are read by the same whitelist parser as the exercise checker
+(:func:`servingmath.answers.parse_formula`): typed text is data, never run.
 
 Scripts and tests drive it through stdin: no terminal is needed. Bad input
 (an empty answer, text where a number is due, an unknown unit, end of input,
@@ -56,13 +64,19 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .checks import Question, evaluate
+from .checks import Question, evaluate, mentions
 from .units import UNIT_SCALES, parse_quantity
 
-__all__ = ["question_chapters", "chapter_counts", "select_questions", "read_numeric", "expected_text",
+__all__ = ["CHAPTER_NUMBERS", "question_chapters", "chapter_counts", "select_questions", "read_numeric", "expected_text",
            "worked_answer", "run_drill", "DrillResult", "Record", "cheat_sheet", "main", "KINDS", "DIFFICULTIES"]
 
 KINDS = ("numeric", "symbolic", "choice", "conceptual")
+#: Chapter numbers of the book -> the question module of that chapter's exercise set
+#: (``--chapter 04`` is ``--chapter decode``; tested against solutions/).
+CHAPTER_NUMBERS = {"01": "anatomy", "02": "rooflines", "03": "memory", "04": "decode", "05": "prefill",
+                   "06": "pareto", "07": "slo", "08": "parallelism", "09": "queueing", "10": "scheduling",
+                   "11": "quantization", "12": "speculative", "13": "capacity", "14": "validation",
+                   "15": "interview"}
 DIFFICULTIES = ("easy", "medium", "hard")
 WIDTH = 92
 _SKIP, _QUIT = {"skip", "pass", "next"}, {"quit", "exit", "stop"}
@@ -105,6 +119,21 @@ def _split(values) -> list[str]:
     return [v.strip().lower() for value in values for v in str(value).split(",") if v.strip()]
 
 
+def _chapter_names(values) -> list[str]:
+    """Chapter filters with numbers read as chapters: ``"4"``, ``"04"`` and ``"ch04"`` are ``decode``."""
+    names = []
+    for name in _split(values):
+        number = re.fullmatch(r"(?:ch(?:apter)?\s*)?0*(\d{1,2})", name)
+        if number:
+            key = f"{int(number.group(1)):02d}"
+            if key not in CHAPTER_NUMBERS:
+                raise ValueError(f"there is no chapter {name!r}: the exercise sets are chapters "
+                                 f"{min(CHAPTER_NUMBERS)} to {max(CHAPTER_NUMBERS)}.")
+            name = CHAPTER_NUMBERS[key]
+        names.append(name)
+    return names
+
+
 def _check_names(what: str, given: list[str], allowed) -> None:
     allowed = sorted(allowed)
     for name in given:
@@ -140,7 +169,7 @@ def select_questions(questions=None, chapters=None, difficulties=None, kinds=Non
     pool = sorted(pool.values() if isinstance(pool, dict) else pool, key=lambda q: q.id)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a whole number of questions >= 1, got {n!r}")
-    chapters, difficulties, kinds = _split(chapters), _split(difficulties), _split(kinds)
+    chapters, difficulties, kinds = _chapter_names(chapters), _split(difficulties), _split(kinds)
     _check_names("chapter", chapters, {c for q in pool for c in question_chapters(q)})
     _check_names("difficulty", difficulties, DIFFICULTIES)
     _check_names("kind", kinds, KINDS)
@@ -188,6 +217,8 @@ def read_numeric(question: Question, text: str):
     example = "12.5" if question.unit else "1.5"
     if not cleaned:
         return None, f"Please type an answer ({_unit_phrase(question)}), or 'skip' or 'quit'."
+    if len(cleaned) > 100:
+        return None, f"That is too long to be a number: type a number {_unit_phrase(question)}, such as {example}."
     if not re.search(r"\d", cleaned):
         with_unit = f", or a number with a unit, such as '{example} {question.unit}'" if question.unit else ""
         return None, (f"{cleaned!r} is not a number. Type a number {_unit_phrase(question)}, such as "
@@ -383,15 +414,11 @@ def _ask_symbolic(session, question, params):
         if not text.strip():
             session.say(f"Please type a formula in {names}, such as {sorted(question.symbols)[0] if question.symbols else 'x'} * 2.")
             continue
-        if len(text) > 500 or re.search(r"\*\*\s*\(?\s*\d{4,}|\*\*[^*]*\*\*\s*\d", text):
-            session.say("That formula is too long or raises a number to a huge power; write it with the "
-                        f"symbols {names}.")
-            continue
         result = _safe_evaluate(question, text, params)
         if result.status != "invalid":
             return result
-        session.say(f"Could not read that as a formula in {names}: check the brackets and use * for "
-                    "products (2*P, not 2P).")
+        problem = result.message.removeprefix("not yet: ")   # one sentence from the whitelist parser
+        session.say(problem[:1].upper() + problem[1:])
 
 
 def _ask_choice(session, question, params):
@@ -439,10 +466,14 @@ def _ask_conceptual(session, question, params):
 
 
 def _safe_evaluate(question, answer, params):
-    from .checks import CheckResult
+    from .answers import AnswerError, time_limit
+    from .checks import CHECK_SECONDS, CheckResult
 
     try:
-        return evaluate(question, answer, params=params)
+        with time_limit(CHECK_SECONDS):
+            return evaluate(question, answer, params=params)
+    except AnswerError as exc:
+        return CheckResult(question.id, "invalid", f"not yet: {exc}")
     except Exception as exc:  # a strange answer must never end the drill
         return CheckResult(question.id, "invalid", f"not yet: could not check that answer ({type(exc).__name__}).")
 
@@ -450,10 +481,10 @@ def _safe_evaluate(question, answer, params):
 def _feedback_conceptual(session, question, params, answer):
     session.say("Key points:")
     for point, pattern in question.key_points:
-        mark = "[x]" if answer and re.search(pattern, answer, re.I) else "[ ]"
+        mark = "[x]" if answer and mentions(pattern, answer) else "[ ]"
         session.say(textwrap.fill(f"{mark} {point}", WIDTH, initial_indent="  ", subsequent_indent="      "))
     for mistake in question.mistakes:
-        if answer and re.search(mistake.answer(params), answer, re.I):
+        if answer and mentions(mistake.answer(params), answer, claim=True):
             session.say(session.wrap(f"Hint: {mistake.hint}"))
     session.say("Model answer:")
     session.say(session.wrap(str(question.answer(params)), "  "))
@@ -676,7 +707,8 @@ def _parser() -> argparse.ArgumentParser:
                                             "formulas in Python syntax, option names or numbers, paragraphs ended "
                                             "by an empty line. 'skip' and 'quit' work everywhere.")
     parser.add_argument("--chapter", action="append", metavar="NAME[,NAME]",
-                        help="only these chapters (repeat or separate by commas); see --list")
+                        help="only these chapters, by name or number (decode or 04; repeat or separate by "
+                             "commas); see --list")
     parser.add_argument("--difficulty", action="append", metavar="LEVEL[,LEVEL]",
                         help="only these difficulties: easy, medium, hard")
     parser.add_argument("--kind", action="append", metavar="KIND[,KIND]",
@@ -686,7 +718,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--time-limit", type=float, metavar="SECONDS",
                         help="seconds per question; later answers count as late (no point)")
     parser.add_argument("--variants", action="store_true",
-                        help="use each question's variant numbers for --seed instead of the book's")
+                        help="use each question's public practice variant for --seed instead of the book's "
+                             "numbers (graded hand-outs use other variants, drawn from the teacher's key)")
     parser.add_argument("--list", action="store_true", help="list the chapters and their question counts")
     parser.add_argument("--cheat-sheet", action="store_true", help="print the one-page cheat sheet")
     return parser

@@ -46,6 +46,7 @@ import math
 import numpy as np
 
 from ._validation import (
+    check_choice,
     check_fraction,
     check_integer,
     check_nonnegative,
@@ -57,10 +58,10 @@ from ._validation import (
 from .datatypes import bytes_per_element, check_dtype
 from .deployment import DEFAULT_GPU_MEMORY_UTILIZATION, Deployment, deployment_function
 from .hardware import get_accelerator
-from .models import (check_context_len, get_model, kv_bytes_per_token, kv_projection_parameter_count,
-                     parameter_count)
-from .sharding import (check_tensor_parallel, kv_head_replicas, kv_heads_per_gpu, tensor_parallel_shares,
-                       valid_tensor_parallel_degrees)
+from .models import (check_context_len, expert_parameter_split, get_model, kv_bytes_per_token,
+                     kv_projection_parameter_count, parameter_count)
+from .sharding import (check_expert_parallel, check_tensor_parallel, kv_head_replicas, kv_heads_per_gpu,
+                       tensor_parallel_shares, valid_tensor_parallel_degrees)
 from .units import GB
 
 __all__ = [
@@ -87,6 +88,11 @@ __all__ = [
     "paged_kv_bytes_per_sequence",
     "sequences_that_fit",
     "compare_kv_allocation",
+    "memory_footprint",
+    "chips_needed",
+    "CHIP_ROUNDING",
+    "kv_transfer_time",
+    "kv_tokens_freed_per_step",
 ]
 
 #: Default reserve for activations and runtime, in bytes: none (gives upper bounds).
@@ -111,12 +117,14 @@ def _floor(x):
 
 # ---------------------------------------------------------------- KV cache bytes
 
-def kv_bytes_per_token_per_gpu(model, *, kv_dtype: str = "bf16", tensor_parallel=1):
+def kv_bytes_per_token_per_gpu(model, *, kv_dtype: str = "bf16", tensor_parallel=1, kv_sharding: str = "heads"):
     """KV-cache bytes one token adds on each GPU: 2 x L x K_gpu x d_h x b_kv.
 
     With ``tensor_parallel=1`` this is :func:`servingmath.models.kv_bytes_per_token`.
     Summed over the N GPUs it is 2 L max(K, N) d_h b_kv: more than the
-    single-GPU figure once KV heads are replicated (N > K).
+    single-GPU figure once KV heads are replicated (N > K), unless
+    ``kv_sharding="batch"`` (then 1/N of it on each GPU:
+    :func:`servingmath.sharding.tensor_parallel_shares`).
 
     Examples
     --------
@@ -124,9 +132,11 @@ def kv_bytes_per_token_per_gpu(model, *, kv_dtype: str = "bf16", tensor_parallel
     40960.0
     >>> kv_bytes_per_token_per_gpu("Llama-3.1-70B", tensor_parallel=16)   # not 20480: heads replicate
     40960.0
+    >>> kv_bytes_per_token_per_gpu("Llama-3.1-70B", tensor_parallel=16, kv_sharding="batch")
+    20480.0
     """
     model = get_model(model)
-    share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[1])
+    share = np.asarray(tensor_parallel_shares(model, tensor_parallel, kv_sharding=kv_sharding)[1])
     return scalar_or_array(kv_bytes_per_token(model, kv_dtype) * share)
 
 
@@ -171,7 +181,8 @@ def kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16"):
     return scalar_or_array(s * kv_bytes_per_token(model, kv_dtype))
 
 
-def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16", tensor_parallel=1):
+def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16", tensor_parallel=1,
+                       kv_sharding: str = "heads"):
     """KV-cache bytes of ``batch_size`` sequences of ``context_len`` tokens, **on each GPU**.
 
     B x S x 2 x L x K_gpu x d_h x b_kv. With ``tensor_parallel=1`` it is the
@@ -187,14 +198,15 @@ def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16"
     model = get_model(model)
     b = check_integer("batch_size", batch_size, minimum=0)
     s = check_context_len(model, context_len)
-    per_token = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype=kv_dtype, tensor_parallel=tensor_parallel))
+    per_token = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype=kv_dtype, tensor_parallel=tensor_parallel,
+                                                      kv_sharding=kv_sharding))
     return scalar_or_array(b * s * per_token)
 
 
 # ---------------------------------------------------------------- weights
 
-def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1):
-    """Bytes of weights each GPU holds with tensor parallelism of degree N.
+def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1, expert_parallel=1):
+    """Bytes of weights each GPU holds with tensor parallelism of degree N (and expert parallelism EP).
 
     Parameters
     ----------
@@ -203,6 +215,10 @@ def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1
         Storage data type of the weights (``"bf16"``, ``"fp8"``, ``"int4"``...).
     tensor_parallel : int or array of int
         N, see :func:`valid_tensor_parallel_degrees`.
+    expert_parallel : int or array of int
+        EP (mixture of experts, :func:`servingmath.sharding.check_expert_parallel`):
+        with EP > 1 each GPU holds E / EP whole routed experts and 1/N of the
+        shared weights (attention data parallelism keeps one copy per group).
 
     Returns
     -------
@@ -215,6 +231,9 @@ def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1
     this is exactly P b_w / N; when N > K each GPU also keeps the projection
     of its replicated KV head. Norm weights and MoE routers, also replicated
     in practice, are below 0.01 % of the parameters and are split here.
+    With EP > 1: W_gpu = b_w x [(P_shared - P_kv) / N + P_kv x K_gpu / K + (E / EP) P_e],
+    with P_e one routed expert summed over the MoE layers
+    (:func:`servingmath.models.expert_parameter_split`).
 
     Examples
     --------
@@ -222,11 +241,23 @@ def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1
     17.638426624
     >>> round(weight_bytes_per_gpu("Llama-3.1-405B", tensor_parallel=16) / 1e9, 2)   # 50.73 + replicated K/V
     51.26
+    >>> round(weight_bytes_per_gpu("DeepSeek-V3", weight_dtype="fp8", expert_parallel=8) / 1e9, 1)   # GB
+    98.9
     """
     model = get_model(model)
     check_dtype(weight_dtype, "weight_dtype")
+    ep = check_expert_parallel(model, expert_parallel, tensor_parallel)
     share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[0])
-    return scalar_or_array(parameter_count(model) * bytes_per_element(weight_dtype) * share)
+    dense_layout = parameter_count(model) * bytes_per_element(weight_dtype) * share
+    if not np.any(ep > 1):
+        return scalar_or_array(dense_layout)
+    n = np.asarray(check_tensor_parallel(model, tensor_parallel), dtype=float)
+    kv_share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[1])
+    shared, per_expert = expert_parameter_split(model)
+    p_kv = kv_projection_parameter_count(model)
+    ep_layout = bytes_per_element(weight_dtype) * ((shared - p_kv) / n + p_kv * kv_share
+                                                   + model.n_experts / np.asarray(ep, dtype=float) * per_expert)
+    return scalar_or_array(np.where(ep > 1, ep_layout, dense_layout))
 
 
 # ---------------------------------------------------------------- memory budget
@@ -252,7 +283,8 @@ def _kv_budget(dep: Deployment):
     usable = np.asarray(usable_memory(dep.accelerator, gpu_memory_utilization=dep.gpu_memory_utilization,
                                       reserve_bytes=dep.reserve_bytes, memory_bytes=dep.memory_bytes))
     return usable - np.asarray(weight_bytes_per_gpu(dep.model, weight_dtype=dep.weight_dtype,
-                                                    tensor_parallel=dep.tensor_parallel))
+                                                    tensor_parallel=dep.tensor_parallel,
+                                                    expert_parallel=dep.expert_parallel))
 
 
 @deployment_function
@@ -316,12 +348,15 @@ def max_kv_tokens(dep: Deployment, *, block_size=1):
     426784
     >>> max_kv_tokens("Llama-3.1-8B", "H100", block_size=16)
     426784
+
+    With expert parallelism each of the EP / N attention groups holds its own
+    sequences: the instance holds EP / N times the tokens of one group.
     """
     bs = check_integer("block_size", block_size, minimum=1)
     kv = np.asarray(kv_bytes_per_token_per_gpu(dep.model, kv_dtype=dep.kv_dtype,
-                                               tensor_parallel=dep.tensor_parallel))
+                                               tensor_parallel=dep.tensor_parallel, kv_sharding=dep.kv_sharding))
     avail = np.maximum(_kv_budget(dep), 0.0)
-    return int_or_array(_floor(avail / (bs * kv)) * bs)
+    return int_or_array(_floor(avail / (bs * kv)) * bs * np.asarray(dep.data_parallel))
 
 
 @deployment_function
@@ -352,7 +387,8 @@ def max_batch_size(dep: Deployment, context_len, *, block_size=1):
     Notes
     -----
     B_max = floor((u M - R - W_gpu) / (S x 2 L K_gpu d_h b_kv)), with
-    W_gpu = P b_w / N and K_gpu = max(1, K / N). For N <= K this is
+    W_gpu = P b_w / N and K_gpu = max(1, K / N) (with expert parallelism, times
+    the EP / N attention groups, each holding its own sequences). For N <= K this is
     floor((N (u M - R) - P b_w) / (S x 2 L K d_h b_kv)): the pooled memory of
     the N GPUs, minus all weights, over the whole cache of one sequence.
 
@@ -373,11 +409,11 @@ def max_batch_size(dep: Deployment, context_len, *, block_size=1):
         raise ValueError(f"context_len must be >= 1 token to size a batch, got {s[s < 1].flat[0]:g}")
     bs = check_integer("block_size", block_size, minimum=1)
     kv = np.asarray(kv_bytes_per_token_per_gpu(dep.model, kv_dtype=dep.kv_dtype,
-                                               tensor_parallel=dep.tensor_parallel))
+                                               tensor_parallel=dep.tensor_parallel, kv_sharding=dep.kv_sharding))
     avail = np.maximum(_kv_budget(dep), 0.0)
     blocks = _floor(avail / (bs * kv))
     blocks_per_sequence = np.ceil(s / bs)
-    return int_or_array(_floor(blocks / blocks_per_sequence))
+    return int_or_array(_floor(blocks / blocks_per_sequence) * np.asarray(dep.data_parallel))
 
 
 @deployment_function
@@ -431,7 +467,8 @@ def check_fits(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> i
     m = dep.memory_per_gpu
     usable = usable_memory(acc, gpu_memory_utilization=dep.gpu_memory_utilization,
                            reserve_bytes=dep.reserve_bytes, memory_bytes=dep.memory_bytes)
-    weights = weight_bytes_per_gpu(model, weight_dtype=dep.weight_dtype, tensor_parallel=dep.tensor_parallel)
+    weights = weight_bytes_per_gpu(model, weight_dtype=dep.weight_dtype, tensor_parallel=dep.tensor_parallel,
+                                   expert_parallel=dep.expert_parallel)
     where = f"{model.name} does not fit on {acc.name} with tensor_parallel={int(dep.tensor_parallel)}"
     budget = (f"only {_fmt_gb(usable)} is usable ({float(dep.gpu_memory_utilization):g} x "
               f"{_fmt_gb(m)} - {_fmt_gb(float(dep.reserve_bytes))} reserve)")
@@ -443,7 +480,9 @@ def check_fits(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> i
     if weights > usable:
         raise ValueError(f"{where}: its {dep.weight_dtype} weights take {_fmt_gb(weights)} per GPU, "
                          f"but {budget}. {advice}; or store the weights in fewer bytes (fp8, int4).")
-    need = kv_bytes_for_batch(model, b, context_len, kv_dtype=dep.kv_dtype, tensor_parallel=dep.tensor_parallel)
+    per_group = -(-b // int(dep.data_parallel))          # sequences of the fullest attention group
+    need = kv_bytes_for_batch(model, per_group, context_len, kv_dtype=dep.kv_dtype,
+                              tensor_parallel=dep.tensor_parallel, kv_sharding=dep.kv_sharding)
     raise ValueError(f"{where}: batch_size={b} x context_len={int(context_len)} needs "
                      f"{_fmt_gb(need)} of {dep.kv_dtype} KV cache per GPU, but the weights "
                      f"({_fmt_gb(weights)}) leave {_fmt_gb(usable - weights)} of the {_fmt_gb(usable)} "
@@ -477,6 +516,204 @@ def min_tensor_parallel(dep: Deployment, context_len, batch_size=1, *, block_siz
         raise ValueError(f"{model.name} with batch_size={batch_size} x context_len={context_len} "
                          f"does not fit at any tensor_parallel up to {degrees[-1]}")
     return degrees[int(np.argmax(found))]
+
+
+# ---------------------------------------------------------------- the whole footprint, and the chips it needs
+
+def memory_footprint(model, batch_size=0, context_len=0, *, weight_dtype: str = "bf16", kv_dtype: str = "bf16"):
+    """Bytes a model instance holds in all: its weights and the KV cache of ``batch_size`` sequences.
+
+    Parameters
+    ----------
+    model : str, ModelConfig or ModelTotals
+    batch_size : int or array, >= 0
+    context_len : int or array, >= 0
+        Tokens each sequence holds.
+    weight_dtype, kv_dtype : str
+
+    Returns
+    -------
+    dict
+        ``weights`` = P b_w, ``kv_cache`` = B S k_tok, ``total``, in bytes
+        (whole model, no replication: what the references call "total memory").
+
+    Notes
+    -----
+    M = P b_w + B S 2 L K d_h b_kv. Activations are left out (How to Scale Your
+    Model: "our activation footprint is negligible"); a server reserves a few
+    GiB for them (``reserve_bytes``). Derived in the chapter "Memory".
+
+    Examples
+    --------
+    >>> f = memory_footprint("Llama-3.1-70B", 32, 8192, weight_dtype="int8", kv_dtype="int8")
+    >>> {k: round(v / 1e9, 1) for k, v in f.items()}   # GB
+    {'weights': 70.6, 'kv_cache': 42.9, 'total': 113.5}
+    """
+    model = get_model(model)
+    b = check_integer("batch_size", batch_size, minimum=0)
+    s = check_context_len(model, context_len)
+    check_dtype(weight_dtype, "weight_dtype")
+    check_dtype(kv_dtype, "kv_dtype")
+    weights = parameter_count(model) * bytes_per_element(weight_dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        kv = b * s * (kv_bytes_per_token(model, kv_dtype) if np.any(b * s > 0) else 0.0)
+        total = weights + kv
+    if not np.all(np.isfinite(total)):
+        raise ValueError("batch_size x context_len is too large: the KV cache overflows a float "
+                         f"(batch_size = {np.max(b):g}, context_len = {np.max(s):g})")
+    return {"weights": scalar_or_array(weights + 0 * total), "kv_cache": scalar_or_array(kv + 0 * total),
+            "total": scalar_or_array(total)}
+
+
+#: How :func:`chips_needed` rounds the chip count: to a whole chip, or to a power of two (a TPU slice, a node).
+CHIP_ROUNDING = ("chip", "power_of_two")
+
+
+@deployment_function
+def chips_needed(dep: Deployment, batch_size=0, context_len=0, *, round_up_to: str = "chip"):
+    """The fewest chips whose pooled memory holds the weights and the KV cache: ceil(M / (u M_chip - R)).
+
+    Parameters
+    ----------
+    model, accelerator : or one Deployment
+        The accelerator's memory per chip; ``weight_dtype``, ``kv_dtype``,
+        ``gpu_memory_utilization`` (u, default 0.9: pass 1.0 for "all the
+        memory", as textbook problems do), ``reserve_bytes`` (R per chip) and
+        ``memory_bytes`` are deployment options. ``tensor_parallel`` is ignored.
+    batch_size, context_len : int or array
+    round_up_to : {"chip", "power_of_two"}
+        ``"power_of_two"`` rounds up to 1, 2, 4, 8, ... chips (How to Scale
+        Your Model rounds to "the nearest reasonable topology").
+
+    Returns
+    -------
+    int or ndarray of int
+
+    Notes
+    -----
+    The footprint of :func:`memory_footprint` spread perfectly over the chips
+    (fully sharded weights and KV cache, no replication): a lower bound. With
+    the book's tensor-parallel rules (valid degrees, KV-head replication) use
+    :func:`min_tensor_parallel`. Derived in the chapter "Memory".
+
+    Examples
+    --------
+    >>> chips_needed("Llama-3.1-70B", "TPU-v5e", weight_dtype="bf16", gpu_memory_utilization=1.0)
+    9
+    >>> chips_needed("Llama-3.1-70B", "TPU-v5e", gpu_memory_utilization=1.0, round_up_to="power_of_two")
+    16
+    """
+    check_choice("round_up_to", round_up_to, CHIP_ROUNDING)
+    footprint = memory_footprint(dep.model, batch_size, context_len, weight_dtype=dep.weight_dtype,
+                                 kv_dtype=dep.kv_dtype)["total"]
+    per_chip = np.asarray(usable_memory(dep.accelerator, gpu_memory_utilization=dep.gpu_memory_utilization,
+                                        reserve_bytes=dep.reserve_bytes, memory_bytes=dep.memory_bytes))
+    if np.any(per_chip <= 0):
+        raise ValueError("reserve_bytes leaves no memory on a chip: lower reserve_bytes or raise "
+                         "gpu_memory_utilization")
+    chips = np.maximum(1.0, np.ceil(np.asarray(footprint) / per_chip * (1.0 - _FLOOR_NUDGE)))
+    if round_up_to == "power_of_two":
+        chips = 2.0 ** np.ceil(np.log2(chips) - 1e-12)
+    return int_or_array(chips)
+
+
+# ---------------------------------------------------------------- moving and freeing the KV cache
+
+def kv_transfer_time(model, prompt_len, *, link_bandwidth, kv_dtype: str = "bf16", latency=0.0, batch_size=1):
+    """Seconds to move the KV cache of a prefilled prompt to another instance: latency + B L_p k_tok / beta.
+
+    Parameters
+    ----------
+    model : str, ModelConfig or ModelTotals
+    prompt_len : int or array
+        Tokens whose KV cache moves (the prompt; its first output token is made where it was prefilled).
+    link_bandwidth : float or array
+        beta, bytes/s between the prefill and the decode instance (one 400 Gb/s
+        InfiniBand NDR link: 50e9; NVLink 4: 450e9).
+    kv_dtype : str
+    latency : float or array
+        Fixed seconds per transfer.
+    batch_size : int or array
+        Prompts moved together.
+
+    Returns
+    -------
+    float or ndarray
+        Seconds. :class:`servingmath.simulate.Disaggregated` charges exactly this per request.
+
+    Notes
+    -----
+    t = alpha + B L_p 2 L K d_h b_kv / beta. Whole cache (every layer and KV
+    head); with tensor parallelism each GPU sends its share over its own link,
+    which is the same time when every GPU has a link of beta. Derived in the
+    chapter "Scheduling" (prefill/decode disaggregation).
+
+    References
+    ----------
+    Y. Zhong et al., "DistServe", OSDI 2024; P. Patel et al., "Splitwise", ISCA 2024.
+
+    Examples
+    --------
+    >>> round(kv_transfer_time("Llama-3.1-8B", 803, link_bandwidth=50e9) * 1e3, 2)   # ms
+    2.11
+    """
+    model = get_model(model)
+    lp = check_context_len(model, prompt_len, "prompt_len")
+    b = check_integer("batch_size", batch_size, minimum=0)
+    bw = check_positive("link_bandwidth", link_bandwidth)
+    a = check_nonnegative("latency", latency)
+    check_dtype(kv_dtype, "kv_dtype")
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = a + b * lp * kv_bytes_per_token(model, kv_dtype) / bw
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"batch_size = {np.max(b):g} or latency = {np.max(a):g} is too large: the time overflows")
+    return scalar_or_array(t)
+
+
+def kv_tokens_freed_per_step(batch_size, prompt_len, output_len):
+    """KV tokens a steady decode batch frees per step: B (L_p + L_o) / L_o.
+
+    Each step finishes B / L_o sequences on average (every sequence lives L_o
+    steps), and each frees its L_p + L_o tokens. This is also the rate at which
+    new prompts must arrive to keep the batch full.
+
+    Parameters
+    ----------
+    batch_size : float or array
+        Sequences decoding, B.
+    prompt_len, output_len : float or array
+        Mean prompt and output lengths (L_o >= 1).
+
+    Returns
+    -------
+    float or ndarray
+        Tokens per decode step.
+
+    Notes
+    -----
+    Little's law on the batch: B sequences, each in it for L_o steps, so
+    B / L_o leave per step. Derived in the chapter "Memory".
+
+    References
+    ----------
+    J. Austin et al., "How to Scale Your Model", part "Serving LLaMA" (2025):
+    "32 x (8192 + 4096) / 4096 = 96 tokens evicted per step".
+
+    Examples
+    --------
+    >>> kv_tokens_freed_per_step(32, 8192, 4096)
+    96.0
+    """
+    b = check_nonnegative("batch_size", batch_size)
+    lp = check_nonnegative("prompt_len", prompt_len)
+    lo = check_positive("output_len", output_len)
+    if np.any(lo < 1):
+        raise ValueError(f"output_len must be >= 1 token, got {np.min(lo):g}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        freed = b * (lp + lo) / lo
+    if not np.all(np.isfinite(freed)):
+        raise ValueError(f"batch_size = {np.max(b):g} or prompt_len = {np.max(lp):g} is too large: the result overflows")
+    return scalar_or_array(freed)
 
 
 # ---------------------------------------------------------------- paging

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_array, check_fraction, check_integer, check_nonnegative, check_positive
+from ._validation import (as_array, check_choice, check_fraction, check_integer, check_nonnegative,
+                          check_positive, check_scalar)
 
 __all__ = [
     "time_to_first_token",
@@ -47,11 +48,17 @@ __all__ = [
     "e2e_from_ttft_tpot",
     "percentile",
     "output_throughput",
+    "DECODE_STEP_COUNTS",
 ]
+
+#: How many TPOT gaps a request of n output tokens has: "n-1" (the first token comes out of the
+#: prefill: vLLM's benchmark, the book) or "n" (Databricks: "latency = TTFT + TPOT x the number of
+#: tokens to be generated"; E2E / n, the "normalized latency" of the vLLM paper).
+DECODE_STEP_COUNTS = ("n-1", "n")
 
 
 def _token_times(arrival_time, token_times) -> tuple[float, np.ndarray]:
-    arrival = float(as_array("arrival_time", arrival_time))
+    arrival = float(as_array("arrival_time", check_scalar("arrival_time", arrival_time)))
     times = as_array("token_times", token_times)
     if times.ndim != 1 or times.size == 0:
         raise ValueError(f"token_times must be a non-empty 1-D list of times, got shape {times.shape}")
@@ -74,13 +81,25 @@ def end_to_end_latency(arrival_time, token_times) -> float:
     return float(times[-1] - arrival)
 
 
-def time_per_output_token(arrival_time, token_times) -> float:
-    """vLLM's TPOT = (E2E - TTFT) / (n - 1), seconds; needs n >= 2 tokens."""
+def time_per_output_token(arrival_time, token_times, *, decode_steps: str = "n-1") -> float:
+    """vLLM's TPOT = (E2E - TTFT) / (n - 1), seconds; needs n >= 2 tokens.
+
+    ``decode_steps="n"`` divides by n instead (the convention of sources that
+    write E2E = TTFT + n x TPOT, e.g. Databricks' inference guide); it is
+    smaller by the factor (n - 1) / n. Derived in the chapter "Anatomy of a request".
+
+    >>> round(time_per_output_token(0.0, [0.35, 0.37, 0.39, 0.41]), 3)
+    0.02
+    >>> round(time_per_output_token(0.0, [0.35, 0.37, 0.39, 0.41], decode_steps="n"), 3)
+    0.015
+    """
     arrival, times = _token_times(arrival_time, token_times)
+    check_choice("decode_steps", decode_steps, DECODE_STEP_COUNTS)
     if times.size < 2:
         raise ValueError("token_times must hold at least 2 tokens for TPOT "
                          "(vLLM leaves one-token requests out of TPOT)")
-    return float((times[-1] - times[0]) / (times.size - 1))
+    steps = times.size - 1 if decode_steps == "n-1" else times.size
+    return float((times[-1] - times[0]) / steps)
 
 
 def inter_token_latencies(token_times) -> np.ndarray:
@@ -100,16 +119,35 @@ def normalized_latency(arrival_time, token_times) -> float:
     return float((times[-1] - arrival) / times.size)
 
 
-def e2e_from_ttft_tpot(ttft, tpot, output_tokens):
+def e2e_from_ttft_tpot(ttft, tpot, output_tokens, *, decode_steps: str = "n-1"):
     """E2E = TTFT + (n - 1) x TPOT: the inverse of vLLM's TPOT definition.
+
+    Parameters
+    ----------
+    ttft, tpot : float or array
+        Seconds.
+    output_tokens : int or array
+        n, tokens the request produces (the first one included).
+    decode_steps : {"n-1", "n"}
+        ``"n-1"`` (the book, vLLM): the first token comes out of the prefill,
+        so n - 1 decode steps follow it. ``"n"``: E2E = TTFT + n x TPOT, the
+        convention of Databricks' guide ("Latency = TTFT + TPOT x (the number
+        of tokens to be generated)"); one TPOT longer.
+
+    Notes
+    -----
+    E2E = TTFT + (n - 1) TPOT, or TTFT + n TPOT. Derived in the chapter "Anatomy of a request".
 
     >>> round(e2e_from_ttft_tpot(0.35, 0.02, 20), 3)
     0.73
+    >>> round(e2e_from_ttft_tpot(0.35, 0.02, 20, decode_steps="n"), 3)
+    0.75
     """
     t1 = check_nonnegative("ttft", ttft)
     t = check_nonnegative("tpot", tpot)
     n = check_integer("output_tokens", output_tokens, minimum=1)
-    result = t1 + (n - 1) * t
+    check_choice("decode_steps", decode_steps, DECODE_STEP_COUNTS)
+    result = t1 + (n - 1 if decode_steps == "n-1" else n) * t
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -122,7 +160,8 @@ def percentile(values, q) -> float:
     v = as_array("values", values)
     if v.size == 0:
         raise ValueError("values must not be empty")
-    check_fraction("q / 100", np.asarray(q, dtype=float) / 100.0)
+    q = float(as_array("q", check_scalar("q", q)))
+    check_fraction("q / 100", q / 100.0)
     return float(np.percentile(v, q))
 
 

@@ -140,7 +140,7 @@ def tensor_parallel_decode_time(dep: Deployment, batch_size, context_len):
 
 @deployment_function
 def per_gpu_throughput(dep: Deployment, batch_size, context_len):
-    """Output tokens per second per GPU: B / (N x T(B, N)).
+    """Output tokens per second per GPU: B / (N x T(B, N)) (with expert parallelism: B / (EP x T)).
 
     The instance as a whole produces N times this; comparing TP degrees on a
     fixed number of GPUs (say, one 8-GPU node run as 8 / N replicas) needs the
@@ -151,7 +151,7 @@ def per_gpu_throughput(dep: Deployment, batch_size, context_len):
     """
     t = decode_step_time(dep, batch_size, context_len)
     b = np.asarray(batch_size, dtype=float)
-    n = np.asarray(dep.tensor_parallel, dtype=float)
+    n = np.asarray(dep.n_gpus, dtype=float)     # tensor_parallel, or expert_parallel where EP > 1
     return scalar_or_array(b / (n * np.asarray(t)))
 
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import (bisect_increasing, check_bool, check_choice, check_integer, check_nonnegative,
-                          check_positive, scalar_or_array)
+                          check_positive, check_scalar, scalar_or_array)
 from .deployment import Deployment, deployment_function
 from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, get_model,
                      lm_head_parameter_count)
@@ -75,6 +75,7 @@ __all__ = [
     "lm_head_parameter_count",
     "body_parameter_count",
     "BURST_SCHEDULES",
+    "chunked_prefill_time",
 ]
 
 BURST_SCHEDULES = ("batched", "sequential")
@@ -248,7 +249,9 @@ def critical_prompt_length(model, *, all_logits=False):
     """
     model = get_model(model)
     logits = check_bool("all_logits", all_logits)
-    a = float(model.n_layers * model.n_heads * model.head_dim)
+    a = float(attention_flops_per_pair(model)) / 4.0     # L H d_h (MLA: its absorbed FLOPs per pair / 4)
+    if a == 0.0:
+        return float("inf")   # attention FLOPs ignored (a model given by its totals)
     p_head = float(lm_head_parameter_count(model))
     p_body = float(body_parameter_count(model))
     if logits:
@@ -378,3 +381,94 @@ def prefill_mfu(dep: Deployment, prompt_len, measured_time, *, batch_size=1, cac
     flops = prefill_flops(dep.model, prompt_len, batch_size=batch_size, cached_len=cached_len,
                           all_logits=all_logits)
     return scalar_or_array(np.asarray(flops) / (t * n * dep.accelerator.peak_flops(dep.compute_dtype)))
+
+
+@deployment_function
+def chunked_prefill_time(dep: Deployment, prompt_len, *, chunk_size=None, token_budget=None, decode_batch=0,
+                         decode_context=0, all_logits=False, per_step=False):
+    """Seconds to prefill one prompt in chunks: its TTFT under chunked prefill (Sarathi-Serve, vLLM v1).
+
+    The prompt of L_p tokens goes through in ceil(L_p / c) iterations of c new
+    tokens each (the last one shorter), each chunk attending to the chunks
+    before it; every iteration also carries ``decode_batch`` running decodes at
+    ``decode_context`` (they share the step: its weight read, and the budget).
+
+    Parameters
+    ----------
+    model, accelerator : or one Deployment
+    prompt_len : int
+        L_p, tokens of the prompt (scalar).
+    chunk_size : int, optional
+        c, prompt tokens per iteration.
+    token_budget : int, optional
+        Tokens per iteration (vLLM's ``max_num_batched_tokens``); the chunk is
+        what the decodes leave: c = budget - decode_batch. Give this or ``chunk_size``.
+    decode_batch : int
+        Decoding sequences in every iteration (one token each), B_d >= 0.
+    decode_context : int
+        Their context, S.
+    all_logits : bool
+        LM head at every prompt position (default: the last chunk's last token).
+    per_step : bool
+        True: return the seconds of each iteration (an array) instead of their sum.
+
+    Returns
+    -------
+    float or ndarray
+        The prompt's TTFT without queueing. Compare with :func:`prefill_time`
+        (one iteration): the difference is the TTFT cost of chunking.
+
+    Notes
+    -----
+    Chunk i (i = 0, 1, ...) is one iteration of the step model with c new
+    tokens after i c cached ones, plus B_d decodes:
+    T = sum_i step(Iteration.of(new_tokens=c_i, cached_tokens=i c) + Iteration.decode(B_d, S)).
+    Each chunk re-reads the weights (when c is below the saturating chunk
+    size, :func:`saturating_chunk_size`, that is the cost) and the KV cache of
+    the chunks before it, sum_i i c k = k c n (n - 1) / 2 ~ k L_p^2 / (2 c) bytes
+    (hidden under attention's math in the hybrid model once c exceeds the
+    ridge / (2 G / b_kv)). Derived in the chapter "Scheduling".
+
+    References
+    ----------
+    A. Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference
+    with Sarathi-Serve", OSDI 2024.
+
+    Examples
+    --------
+    >>> one = prefill_time("Llama-3.1-8B", "H100", 8192)
+    >>> chunked = chunked_prefill_time("Llama-3.1-8B", "H100", 8192, token_budget=512, decode_batch=64,
+    ...                                decode_context=2048)
+    >>> round(one * 1e3, 1), round(chunked * 1e3, 1)   # ms: 19 chunks of 448 tokens, each with 64 decodes
+    (133.4, 236.5)
+    """
+    if not dep.is_scalar:
+        raise ValueError("chunked_prefill_time takes a scalar deployment (one configuration)")
+    lp = int(check_context_len(dep.model, check_integer("prompt_len", check_scalar("prompt_len", prompt_len),
+                                                        minimum=1), "prompt_len"))
+    bd = int(check_integer("decode_batch", check_scalar("decode_batch", decode_batch), minimum=0))
+    s = check_context_len(dep.model, check_scalar("decode_context", decode_context), "decode_context")
+    if (chunk_size is None) == (token_budget is None):
+        raise ValueError("give chunk_size= (prompt tokens per iteration) or token_budget= (all tokens per "
+                         "iteration, decodes included), not both or neither")
+    if chunk_size is not None:
+        chunk = int(check_integer("chunk_size", check_scalar("chunk_size", chunk_size), minimum=1))
+    else:
+        budget = int(check_integer("token_budget", check_scalar("token_budget", token_budget), minimum=1))
+        chunk = budget - bd
+        if chunk < 1:
+            raise ValueError(f"token_budget = {budget} leaves no prompt tokens after decode_batch = {bd} "
+                             "decodes (one token each): raise token_budget or lower decode_batch")
+    logits_all = check_bool("all_logits", all_logits)
+    if -(-lp // chunk) > 100_000:
+        raise ValueError(f"prompt_len = {lp} in chunks of {chunk} is {-(-lp // chunk)} iterations: more than "
+                         "100000; give a larger chunk_size or token_budget")
+    starts = np.arange(0, lp, chunk)
+    sizes = np.minimum(chunk, lp - starts)
+    logits = sizes if logits_all else (starts + sizes == lp).astype(int)
+    it = Iteration.of(dep.model, sequences=1, new_tokens=sizes, cached_tokens=starts, logits=logits)
+    if bd:
+        it = it + Iteration.decode(dep.model, sequences=bd, context_len=float(s))
+    steps = np.asarray(combine(dep.overlap, time_parts(dep, iteration_work(dep, it))), dtype=float)
+    steps = np.broadcast_to(steps, sizes.shape)
+    return steps.copy() if check_bool("per_step", per_step) else float(steps.sum())

@@ -11,7 +11,11 @@ The names follow llm-compressor / vLLM usage: ``W4A16`` is 4-bit weights with
 kernel and the math runs in bf16); ``W8A8-FP8`` is fp8 weights *and* fp8 math
 (Hopper and Ada tensor cores run it at twice the bf16 FLOP/s); ``+KV8`` adds an
 fp8 KV cache. Weight quantization leaves the KV cache in bf16 unless the
-scheme says otherwise.
+scheme says otherwise. The 4-bit float formats carry their block scales in
+their bytes per weight (NVFP4: 0.5625 B, one E4M3 scale per 16 values;
+MXFP4: 0.53125 B, one E8M0 scale per 32): ``W4A16-MXFP4`` and
+``W4A16-NVFP4`` are weight-only, ``W4A4-NVFP4`` and ``W4A4-MXFP4`` compute in
+fp4 at the fp4 tensor-core peak (Blackwell: twice fp8, four times bf16).
 
 What each byte does to a decode step (chapter "Quantization: fewer bytes, more
 tokens" derives all of it):
@@ -132,8 +136,15 @@ _BASE = {  # name -> (weight_dtype, compute_dtype)
     "W4A16": ("int4", "bf16"),     # weight-only 4-bit (GPTQ, AWQ with Marlin-style kernels)
     "W8A8-FP8": ("fp8", "fp8"),    # fp8 weights and fp8 math (Hopper, Ada)
     "W8A8-INT8": ("int8", "int8"),  # int8 weights and int8 math (Ampere and later)
+    # 4-bit floats with block scales (datatypes.BLOCK_SCALE_BYTES): weight-only, dequantised to bf16
+    # (any GPU; e.g. Marlin-style FP4 kernels), or fp4 math on the tensor cores that have it (Blackwell:
+    # the catalog's fp4 peak, which NVFP4 and MXFP4 share)
+    "W4A16-MXFP4": ("mxfp4", "bf16"),
+    "W4A16-NVFP4": ("nvfp4", "bf16"),
+    "W4A4-MXFP4": ("mxfp4", "mxfp4"),
+    "W4A4-NVFP4": ("nvfp4", "nvfp4"),
 }
-#: Every named scheme: the five weight/math choices, each with a bf16 or an fp8 (``+KV8``) cache.
+#: Every named scheme: the nine weight/math choices, each with a bf16 or an fp8 (``+KV8``) cache.
 SCHEMES: dict[str, Scheme] = {}
 for _name, (_w, _c) in _BASE.items():
     SCHEMES[_name] = Scheme(_name, _w, "bf16", _c)
@@ -161,19 +172,26 @@ def get_scheme(scheme) -> Scheme:
 
 
 def default_schemes(accelerator) -> list[str]:
-    """The seven schemes the chapter compares, with the 8-bit math the accelerator has.
+    """The schemes the chapter compares, with the 8-bit (and 4-bit) math the accelerator has.
 
     W16A16, W8A16, W4A16, W8A8 (FP8 where the accelerator has an fp8 peak,
-    else INT8), and W16A16, W4A16, W8A8 with an fp8 KV cache.
+    else INT8), and W16A16, W4A16, W8A8 with an fp8 KV cache: seven schemes;
+    where the accelerator has an fp4 tensor-core peak (B200, GB200) also
+    W4A4-NVFP4 and W4A4-NVFP4+KV8, appended (the first seven keep their places).
 
     >>> default_schemes("A100")[3]
     'W8A8-INT8'
     >>> default_schemes("H100")[3]
     'W8A8-FP8'
+    >>> default_schemes("B200")[7:]
+    ['W4A4-NVFP4', 'W4A4-NVFP4+KV8']
     """
     acc = get_accelerator(accelerator)
     w8a8 = "W8A8-FP8" if "fp8" in acc.dense_flops else "W8A8-INT8"
-    return ["W16A16", "W8A16", "W4A16", w8a8, "W16A16+KV8", "W4A16+KV8", w8a8 + "+KV8"]
+    names = ["W16A16", "W8A16", "W4A16", w8a8, "W16A16+KV8", "W4A16+KV8", w8a8 + "+KV8"]
+    if "nvfp4" in acc.dense_flops:
+        names += ["W4A4-NVFP4", "W4A4-NVFP4+KV8"]
+    return names
 
 
 def _supports(acc, scheme: Scheme) -> None:

@@ -617,7 +617,7 @@ def _md1_quantile(q: float, lam: float, d: float) -> float:
     return t  # pragma: no cover - Newton converges in a few steps
 
 
-def md1_wait_quantile(quantile, arrival_rate, service_time):
+def md1_wait_quantile(arrival_rate, service_time, quantile):
     """The q-quantile of the M/D/1 wait in the queue, exactly (the inverse of :func:`md1_wait_cdf`).
 
     Derived in the chapter "Queueing". The wait is 0 with probability
@@ -626,12 +626,12 @@ def md1_wait_quantile(quantile, arrival_rate, service_time):
 
     Parameters
     ----------
-    quantile : float or array in (0, 1)
-        0.5 for the median (P50), 0.99 for P99.
     arrival_rate : float or array
         lambda, requests per second, >= 0.
     service_time : float or array
         D, seconds per request, > 0.
+    quantile : float or array in (0, 1)
+        0.5 for the median (P50), 0.99 for P99 (last, as in :func:`mm1_wait_quantile`).
 
     Notes
     -----
@@ -649,14 +649,14 @@ def md1_wait_quantile(quantile, arrival_rate, service_time):
 
     Examples
     --------
-    >>> md1_wait_quantile(0.1, 8.0, 0.1)            # 20 % wait 0
+    >>> md1_wait_quantile(8.0, 0.1, 0.1)            # 20 % wait 0
     0.0
-    >>> round(md1_wait_quantile(0.5, 8.0, 0.1), 4)  # the median wait at rho = 0.8, D = 100 ms
+    >>> round(md1_wait_quantile(8.0, 0.1, 0.5), 4)  # the median wait at rho = 0.8, D = 100 ms
     0.1276
-    >>> q = md1_wait_quantile(0.99, 8.0, 0.1)
+    >>> q = md1_wait_quantile(8.0, 0.1, 0.99)
     >>> round(q, 4), round(md1_wait_cdf(q, 8.0, 0.1), 12)
     (1.0356, 0.99)
-    >>> md1_wait_quantile(0.5, 10.0, 0.1)           # rho = 1: no steady state
+    >>> md1_wait_quantile(10.0, 0.1, 0.5)           # rho = 1: no steady state
     inf
     """
     q = _quantile(quantile)

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import (check_choice, check_fraction, check_integer, check_nonnegative,
+from ._validation import (check_bool, check_choice, check_fraction, check_integer, check_nonnegative,
                           check_positive, scalar_or_array)
 from .datatypes import bytes_per_element, check_dtype
 from .hardware import get_accelerator
 from .deployment import OVERLAP_MODELS, Deployment
-from .models import check_context_len, get_model
+from .models import ModelConfig, ModelTotals, active_parameter_count, check_context_len, get_model
 from .step import Iteration, combine, iteration_work
 
 __all__ = [
@@ -61,7 +61,22 @@ __all__ = [
     "decode_attention_intensity",
     "prefill_attention_intensity",
     "decode_step_intensity",
+    "ATTENTION_KERNELS",
+    "link_time",
+    "link_ridge_point",
+    "sharded_matmul_times",
+    "SHARDED_DIMENSIONS",
+    "training_flops",
+    "training_mfu",
 ]
+
+#: Attention kernels whose traffic :func:`decode_attention_intensity` and
+#: :func:`prefill_attention_intensity` count: a fused kernel (FlashAttention) reads Q, K, V and
+#: writes O once; an unfused one also writes and reads back the score matrix S and the
+#: probabilities P (Dao et al. 2022, Algorithm 0).
+ATTENTION_KERNELS = ("fused", "unfused")
+#: Which dimension of a matmul :func:`sharded_matmul_times` shards over the chips.
+SHARDED_DIMENSIONS = ("contracting", "output")
 
 
 def arithmetic_intensity(flops, bytes_moved):
@@ -463,7 +478,7 @@ def critical_batch_size(accelerator, *, weight_dtype: str = "bf16", compute_dtyp
 
 
 def decode_attention_intensity(model, context_len=None, *, kv_dtype: str = "bf16",
-                               activation_dtype: str = "bf16"):
+                               activation_dtype: str = "bf16", kernel: str = "fused"):
     """Arithmetic intensity of attention in one decode step: 2 G / b_kv for long contexts.
 
     One new token attends to ``context_len`` cached tokens. Per layer and
@@ -483,7 +498,13 @@ def decode_attention_intensity(model, context_len=None, *, kv_dtype: str = "bf16
         limit 2 G / b_kv, which the query and output traffic shift by less
         than G b_a / (S b_kv) (0.2 % for G = 8, S = 4096).
     activation_dtype : str
-        Type of the query and output vectors (only for finite ``context_len``).
+        Type of the query and output vectors (only for finite ``context_len``),
+        and of the scores of an unfused kernel.
+    kernel : {"fused", "unfused"}
+        ``"fused"`` (the book, FlashAttention/FlashDecoding): the scores never
+        leave the chip. ``"unfused"``: the 1 x S scores of every head are
+        written, read back for the softmax, written as probabilities and read
+        for the value product, 4 H S b_a more bytes per layer.
 
     Returns
     -------
@@ -495,6 +516,8 @@ def decode_attention_intensity(model, context_len=None, *, kv_dtype: str = "bf16
     I_dec = 4 H d_h S / (2 K d_h S b_kv + 2 H d_h b_a) = 2 H S / (K S b_kv + H b_a)
     -> 2 H / (K b_kv) = 2 G / b_kv as S -> infinity; G = H / K is the number of
     query heads that share a KV head (1 for MHA). In bf16 it is G FLOP/byte.
+    Unfused: 4 H d_h S / (2 K d_h S b_kv + 2 H d_h b_a + 4 H S b_a)
+    -> 4 H d_h / (2 K d_h b_kv + 4 H b_a).
 
     References
     ----------
@@ -511,19 +534,23 @@ def decode_attention_intensity(model, context_len=None, *, kv_dtype: str = "bf16
     16.0
     >>> round(decode_attention_intensity("Llama-3.1-70B", 4096), 3)
     7.984
+    >>> round(decode_attention_intensity("Llama-3.1-70B", kernel="unfused"), 3)   # + 4 H b_a bytes of scores per key
+    7.111
     """
     model = get_model(model)
+    check_choice("kernel", kernel, ATTENTION_KERNELS)
     bkv = bytes_per_element(check_dtype(kv_dtype, "kv_dtype"))
     ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
-    h, k = model.n_heads, model.n_kv_heads
+    h, k, dh = model.n_heads, model.n_kv_heads, model.head_dim
+    scores = 4.0 * h * ba if kernel == "unfused" else 0.0   # bytes per key of the score matrix
     if context_len is None:
-        return 2.0 * h / (k * bkv)
+        return float(4.0 * h * dh / (2.0 * k * dh * bkv + scores))
     s = check_context_len(model, context_len)
-    return scalar_or_array(2.0 * h * s / (k * s * bkv + h * ba))
+    return scalar_or_array(4.0 * h * dh * s / (2.0 * k * dh * s * bkv + 2.0 * h * dh * ba + scores * s))
 
 
 def prefill_attention_intensity(model, prompt_len, *, kv_dtype: str = "bf16",
-                                activation_dtype: str = "bf16"):
+                                activation_dtype: str = "bf16", causal: bool = True, kernel: str = "fused"):
     """Arithmetic intensity of causal attention over a prompt: H (L_p + 1) / (K b_kv + H b_a).
 
     A prompt of L_p tokens with a causal mask has L_p (L_p + 1) / 2
@@ -538,7 +565,16 @@ def prefill_attention_intensity(model, prompt_len, *, kv_dtype: str = "bf16",
     prompt_len : int or array of int
         Prompt tokens, 1 <= L_p <= the model's maximum context.
     kv_dtype, activation_dtype : str
-        Types of K, V and of Q, O.
+        Types of K, V and of Q, O (and of the scores of an unfused kernel).
+    causal : bool
+        True (the book): L_p (L_p + 1) / 2 (query, key) pairs, as a causal
+        kernel computes (FlashAttention-2 skips the masked blocks). False: all
+        L_p^2 pairs, the full score matrix of How to Scale Your Model (T / 2
+        for MHA), CS336 (S / 2) and Baseten's guide.
+    kernel : {"fused", "unfused"}
+        ``"unfused"`` also writes and reads back the score and probability
+        matrices, 4 H b_a bytes per pair (Baseten's "8 N^2 + 8 N d" bytes per
+        head for fp16 MHA).
 
     Returns
     -------
@@ -548,8 +584,11 @@ def prefill_attention_intensity(model, prompt_len, *, kv_dtype: str = "bf16",
     Notes
     -----
     I_pre = 2 H d_h L_p (L_p + 1) / (2 L_p d_h (K b_kv + H b_a)) = H (L_p + 1) / (K b_kv + H b_a).
+    Full (non-causal) score matrix: 2 H L_p / (K b_kv + H b_a); unfused kernel:
+    4 H d_h n_pairs / (2 L_p d_h (K b_kv + H b_a) + 4 H n_pairs b_a).
     Real kernels re-read K and V once per query tile, so their intensity is
-    lower; this is the upper limit.
+    lower; this is the upper limit. Softmax operations (a few per score) are
+    not counted, as everywhere in the book (matmul FLOPs only).
 
     References
     ----------
@@ -562,14 +601,24 @@ def prefill_attention_intensity(model, prompt_len, *, kv_dtype: str = "bf16",
     256.0
     >>> prefill_attention_intensity("Llama-3.1-8B", 1024)    # G = 4: 4 (L_p + 1) / 10
     410.0
+    >>> prefill_attention_intensity("Llama-2-7B", 1024, causal=False)   # MHA, full matrix: L_p / 2
+    512.0
+    >>> round(prefill_attention_intensity("Llama-2-7B", 4096, causal=False, kernel="unfused"), 1)   # Baseten's 62
+    62.1
     """
     model = get_model(model)
+    check_choice("kernel", kernel, ATTENTION_KERNELS)
+    full = not check_bool("causal", causal)
     lp = check_integer("prompt_len", prompt_len, minimum=1)
     check_context_len(model, lp, "prompt_len")
     bkv = bytes_per_element(check_dtype(kv_dtype, "kv_dtype"))
     ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
     h, k = model.n_heads, model.n_kv_heads
-    return scalar_or_array(h * (lp + 1.0) / (k * bkv + h * ba))
+    pairs = lp * lp if full else lp * (lp + 1.0) / 2.0
+    if kernel == "fused":
+        return scalar_or_array(2.0 * h * pairs / (lp * (k * bkv + h * ba)))
+    dh = model.head_dim
+    return scalar_or_array(4.0 * h * dh * pairs / (2.0 * lp * dh * (k * bkv + h * ba) + 4.0 * h * pairs * ba))
 
 
 def decode_step_intensity(model, batch_size, context_len, *, weight_dtype: str = "bf16",
@@ -615,3 +664,241 @@ def decode_step_intensity(model, batch_size, context_len, *, weight_dtype: str =
     dep = Deployment(model=model, accelerator=None, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     work = iteration_work(dep, Iteration.decode(model, sequences=batch_size, context_len=context_len))
     return scalar_or_array(np.asarray(work.flops) / np.asarray(work.memory_bytes))
+
+
+# --------------------------------------------------------------------------
+# The communication roofline: when the chip-to-chip link, not HBM or FLOPs, binds
+# --------------------------------------------------------------------------
+
+def _link_bandwidth(accelerator, link_bandwidth):
+    if link_bandwidth is not None:
+        return check_positive("link_bandwidth", link_bandwidth)
+    if accelerator is None:
+        raise ValueError("give an accelerator (its one-way interconnect bandwidth is used) or link_bandwidth=")
+    acc = get_accelerator(accelerator)
+    if acc.interconnect_bandwidth is None:
+        raise ValueError(f"accelerator {acc.name} has no interconnect bandwidth in the catalog: give "
+                         "link_bandwidth= (one-way bytes/s)")
+    return acc.interconnect_bandwidth
+
+
+def link_time(link_bytes, accelerator=None, *, link_bandwidth=None, link_efficiency=1.0):
+    """Seconds to send ``link_bytes`` over a chip's link to the others: bytes / (eta beta).
+
+    Parameters
+    ----------
+    link_bytes : float or array
+        Bytes each chip sends (e.g. :func:`servingmath.sharding.ring_allreduce_bytes`).
+    accelerator : str or Accelerator, optional
+        Its one-way ``interconnect_bandwidth`` is beta (NVLink 4: 450 GB/s).
+    link_bandwidth : float, optional
+        beta in bytes/s, instead of the catalog's (e.g. TPU ICI, 4.5e10 per link one way).
+    link_efficiency : float in (0, 1]
+        eta, achieved / peak.
+
+    Examples
+    --------
+    >>> round(link_time(2 * 64 * 8192, link_bandwidth=9e10) * 1e6, 2)   # µs
+    11.65
+    """
+    b = check_nonnegative("link_bytes", link_bytes)
+    bw = _link_bandwidth(accelerator, link_bandwidth)
+    eta = check_fraction("link_efficiency", link_efficiency)
+    return scalar_or_array(b / (bw * eta))
+
+
+def link_ridge_point(accelerator, dtype: str = "bf16", *, link_bandwidth=None, mfu=1.0, link_efficiency=1.0):
+    """FLOPs per byte sent over the link at which a sharded operation turns from link-bound to compute-bound.
+
+    R_link = F MFU / (eta beta): an operation that does fewer FLOPs per byte it
+    sends than this waits on the interconnect. It is the communication
+    roofline's ridge, as :func:`ridge_point` is the HBM roofline's.
+
+    Examples
+    --------
+    >>> round(link_ridge_point("H100"))             # NVLink 4, 450 GB/s one way
+    2199
+    >>> round(link_ridge_point("A100", link_bandwidth=300e9))   # kipply: 312e12 / 300e9
+    1040
+    """
+    acc = get_accelerator(accelerator)
+    m = check_fraction("mfu", mfu)
+    eta = check_fraction("link_efficiency", link_efficiency)
+    return scalar_or_array(acc.peak_flops(dtype) * m / (_link_bandwidth(acc, link_bandwidth) * eta))
+
+
+def sharded_matmul_times(accelerator, batch, d_in, d_out, *, n_shards, sharded: str = "contracting",
+                         weight_dtype: str = "bf16", activation_dtype: str = "bf16", compute_dtype: str = "bf16",
+                         link_bandwidth=None, ring_factor=True, mfu=1.0, mbu=1.0, link_efficiency=1.0) -> dict:
+    """Compute, HBM and link time of ``[B, D] x [D, F]`` sharded over ``n_shards`` chips (seconds, per chip).
+
+    Parameters
+    ----------
+    accelerator : str or Accelerator
+    batch, d_in, d_out : int or array
+        B, D, F (tokens, contracting and output dimensions).
+    n_shards : int or array
+        N chips sharing the weight matrix.
+    sharded : {"contracting", "output"}
+        ``"contracting"`` (row-parallel, Megatron's second matmul): each chip
+        multiplies [B, D/N] x [D/N, F] and the B x F partial sums are
+        all-reduced, 2 (N - 1)/N x B F b_a bytes per chip.
+        ``"output"`` (column-parallel after an all-gather of a sharded input):
+        [B, D] x [D, F/N], the B x D input gathered first, (N - 1)/N x B D b_a.
+    weight_dtype, activation_dtype, compute_dtype : str
+    link_bandwidth : float, optional
+        One-way bytes/s per chip (default: the catalog's interconnect).
+    ring_factor : bool
+        Keep the (N - 1)/N of a ring (the book) or round it to 1 (kipply, How
+        to Scale Your Model).
+    mfu, mbu, link_efficiency : float in (0, 1]
+
+    Returns
+    -------
+    dict
+        ``compute`` = 2 B D F / (N F MFU), ``memory`` = (D F b_w + its share of
+        the activations) / (N W MBU), ``link`` = link bytes / (eta beta),
+        ``lower_bound`` = their max (perfect overlap) and ``bound``, the name
+        of the largest.
+
+    Notes
+    -----
+    Contracting-dimension sharding is link-bound when 2BDF / (N F) < 2 (N - 1)/N
+    B F b_a / beta, i.e. when D < (N - 1) b_a F / beta: the threshold depends on
+    D, not on the batch (How to Scale Your Model, "Network communication
+    rooflines": D > 8755 on two TPU v5e at 4.5e10 B/s). Output sharding with a
+    gathered input is link-bound over HBM when D F b_w / (N W) < B D b_a / beta,
+    i.e. beyond N = F b_w beta_hbm / (B b_a beta): the decode rule
+    Y > F / (B beta) of "All About Transformer Inference". Derived in the
+    chapters "Rooflines" and "Tensor parallelism".
+
+    Examples
+    --------
+    >>> t = sharded_matmul_times("H100", 64, 8192, 28672, n_shards=8)
+    >>> {k: (round(v * 1e6, 2) if k != "bound" else v) for k, v in t.items()}   # µs
+    {'compute': 3.8, 'memory': 18.66, 'link': 14.27, 'lower_bound': 18.66, 'bound': 'memory'}
+    """
+    check_choice("sharded", sharded, SHARDED_DIMENSIONS)
+    acc = get_accelerator(accelerator)
+    b = check_integer("batch", batch, minimum=1)
+    d = check_integer("d_in", d_in, minimum=1)
+    f = check_integer("d_out", d_out, minimum=1)
+    n = check_integer("n_shards", n_shards, minimum=1)
+    bw_w = bytes_per_element(check_dtype(weight_dtype, "weight_dtype"))
+    ba = bytes_per_element(check_dtype(activation_dtype, "activation_dtype"))
+    check_dtype(compute_dtype, "compute_dtype")
+    m = check_fraction("mfu", mfu)
+    u = check_fraction("mbu", mbu)
+    eta = check_fraction("link_efficiency", link_efficiency)
+    factor = (n - 1) / n if check_bool("ring_factor", ring_factor) else (n > 1) * 1.0
+    try:
+        peak = acc.peak_flops(compute_dtype)
+    except ValueError as exc:
+        raise ValueError(f"compute_dtype: {exc}") from None
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _sharded_times(acc, b, d, f, n, bw_w, ba, peak, m, u, eta, factor, sharded, link_bandwidth)
+
+
+def _sharded_times(acc, b, d, f, n, bw_w, ba, peak, m, u, eta, factor, sharded, link_bandwidth):
+    b, d, f, n = (np.asarray(x, dtype=float) for x in (b, d, f, n))
+    compute = 2.0 * b * d * f / (n * peak * m)
+    if sharded == "contracting":
+        hbm = (d * f * bw_w + b * d * ba) / n + b * f * ba
+        sent = 2.0 * factor * b * f * ba
+    else:
+        hbm = (d * f * bw_w + b * f * ba) / n + b * d * ba
+        sent = factor * b * d * ba
+    memory = hbm / (acc.memory_bandwidth * u)
+    link = np.where(n > 1, sent, 0.0) / (_link_bandwidth(acc, link_bandwidth) * eta)
+    stacked = np.broadcast_arrays(compute, memory, link)
+    if not all(np.all(np.isfinite(x)) for x in stacked):
+        raise ValueError("batch, d_in, d_out or n_shards is too large: the times overflow a float")
+    names = np.array(["compute", "memory", "link"])
+    bound = names[np.argmax(np.stack(stacked), axis=0)]
+    return {"compute": scalar_or_array(stacked[0]), "memory": scalar_or_array(stacked[1]),
+            "link": scalar_or_array(stacked[2]), "lower_bound": scalar_or_array(np.maximum.reduce(stacked)),
+            "bound": str(bound) if np.ndim(bound) == 0 else bound}
+
+
+# --------------------------------------------------------------------------
+# Training FLOPs and MFU (6 N D)
+# --------------------------------------------------------------------------
+
+def training_flops(parameters, tokens, *, flops_per_parameter_token=6.0):
+    """FLOPs to train on ``tokens`` tokens: 6 N D (forward 2 N D, backward 4 N D).
+
+    Parameters
+    ----------
+    parameters : float, or a model (its active parameters)
+    tokens : float or array
+    flops_per_parameter_token : float
+        6 (the standard count); 8 with full activation recomputation (the
+        forward pass is done twice).
+
+    Notes
+    -----
+    C = 6 N D, attention FLOPs left out (below a few percent at ordinary
+    contexts). Kaplan et al. 2020; How to Scale Your Model, "All the
+    Transformer Math You Need to Know". Derived in the chapter "Rooflines".
+
+    >>> training_flops(37e9, 14.8e12) / 1e24
+    3.2856
+    """
+    n = _parameters(parameters)
+    d = check_nonnegative("tokens", tokens)
+    k = check_positive("flops_per_parameter_token", flops_per_parameter_token)
+    with np.errstate(over="ignore", invalid="ignore"):
+        flops = k * n * d
+    if not np.all(np.isfinite(flops)):
+        raise ValueError(f"parameters x tokens is too large: {np.max(n):g} x {np.max(d):g} overflows a float")
+    return scalar_or_array(flops)
+
+
+def _parameters(parameters):
+    if isinstance(parameters, (str, ModelConfig, ModelTotals)):
+        return float(active_parameter_count(parameters))
+    return check_positive("parameters", parameters)
+
+
+def training_mfu(parameters, accelerator, tokens, chip_seconds, *, dtype: str = "bf16",
+                 flops_per_parameter_token=6.0):
+    """Model FLOP utilisation of a training run: 6 N D / (chip-seconds x dense peak).
+
+    Parameters
+    ----------
+    parameters : float, or a model
+        N, the parameters a token uses (a mixture of experts: the active ones).
+    accelerator : str or Accelerator
+        Its dense peak in ``dtype`` (the catalog's dense, not 2:4-sparse, figure).
+    tokens : float or array
+        D, tokens trained on.
+    chip_seconds : float or array
+        GPU-hours x 3600.
+    dtype : str
+        Data type of the matmuls (``"fp8"`` for an fp8 run).
+    flops_per_parameter_token : float
+        6, or 8 with full recomputation.
+
+    Returns
+    -------
+    float or ndarray
+        MFU in (0, 1] for a plausible run (larger than 1 means the inputs disagree).
+
+    Notes
+    -----
+    MFU = 6 N D / (T_chip F), Databricks' / PaLM's definition (achieved model
+    FLOP/s over peak). Derived in the chapter "Rooflines".
+
+    Examples
+    --------
+    >>> round(training_mfu(37e9, "H100", 14.8e12, 2.79e6 * 3600, dtype="fp8"), 3)   # DeepSeek-V3, H800 = H100 SXM
+    0.165
+    """
+    acc = get_accelerator(accelerator)
+    t = check_positive("chip_seconds", chip_seconds)
+    flops = training_flops(parameters, tokens, flops_per_parameter_token=flops_per_parameter_token)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mfu = np.asarray(flops) / (t * acc.peak_flops(dtype))
+    if not np.all(np.isfinite(mfu)):
+        raise ValueError(f"chip_seconds = {np.max(t):g} is too large: chip-seconds x peak FLOP/s overflows")
+    return scalar_or_array(mfu)

@@ -32,11 +32,21 @@ coefficients), except the weights of a mixture of experts:
   the input-embedding table (tied embeddings: the LM head streams the shared
   matrix);
 * KV bytes = X k_tok, with k_tok = 2 L K d_h b_kv;
-* all-reduces: 2 per layer of T D b_ar bytes each when N > 1.
+* all-reduces: 2 per layer of T D b_ar bytes each when N > 1;
+* all-to-alls (expert parallelism, EP > 1): a dispatch and a combine per MoE
+  layer, each GPU scattering k D b_ar bytes for each of its T / EP tokens.
 
 With tensor parallelism of degree N each GPU does 1/N of the FLOPs and reads
 1/N of the weights and of the KV cache, except the K/V heads and projections
 that replicate once N > K (:func:`servingmath.sharding.tensor_parallel_shares`).
+With expert parallelism of degree EP (a multiple of N, the layout "attention
+DP x expert EP", chapter "Mixture of experts") the instance has G = EP GPUs in
+EP / N data-parallel groups of N: the batch is shared evenly by the groups, so
+each GPU does 1/G of the FLOPs and holds 1/G of the KV cache (its group's
+sequences, split N ways as above); it reads its 1/N of the shared weights
+(each group has its own copy) and its E / EP whole experts, of which the T
+tokens of the whole instance touch a share 1 - (1 - k/E)^T (uniform routing,
+the mean over GPUs: the busiest GPU of a real step reads and computes more).
 :class:`Work` holds the work of **one GPU**.
 
 **2. Time** (:func:`time_parts`, :func:`step_time`). With F the compute
@@ -86,8 +96,8 @@ import numpy as np
 from ._validation import check_integer, check_nonnegative, scalar_or_array
 from .deployment import Deployment
 from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, expert_parameter_split,
-                     get_model, input_embedding_parameter_count, kv_bytes_per_token, kv_projection_parameter_count,
-                     lm_head_parameter_count, parameter_count)
+                     get_model, has_shape, input_embedding_parameter_count, kv_bytes_per_token,
+                     kv_projection_parameter_count, lm_head_parameter_count, parameter_count, require_shape)
 from .datatypes import bytes_per_element
 from .sharding import tensor_parallel_shares
 
@@ -221,11 +231,17 @@ class Work:
     weight_bytes, kv_bytes : float or array
         Bytes of weights and of KV cache read or written.
     allreduce_bytes : float or array
-        Bytes of each all-reduce message (T x D x b_ar).
+        Bytes of each all-reduce message (T x D x b_ar, over the data-parallel groups with EP).
     allreduces : float or array
         All-reduce calls (2 per layer when N > 1, else 0).
     tensor_parallel : int or array
         N, the group the work is shared by.
+    alltoall_bytes : float or array
+        Bytes each GPU scatters in each expert-parallel all-to-all (T k D b_ar / EP); 0 without EP.
+    alltoalls : float or array
+        All-to-all calls: a dispatch and a combine per MoE layer when EP > 1, else 0.
+    expert_parallel : int or array
+        EP, the GPUs of the all-to-alls (1: none).
     """
 
     linear_flops: object
@@ -235,6 +251,9 @@ class Work:
     allreduce_bytes: object
     allreduces: object
     tensor_parallel: object
+    alltoall_bytes: object = 0.0
+    alltoalls: object = 0.0
+    expert_parallel: object = 1
 
     @property
     def flops(self):
@@ -271,6 +290,9 @@ class WorkCoefficients:
     allreduce_bytes_per_token: float
     allreduces: object
     tensor_parallel: object
+    alltoall_bytes_per_token: object = 0.0
+    alltoalls: object = 0.0
+    expert_parallel: object = 1
 
     def weight_bytes(self, tokens, logits=1):
         """Weight bytes one GPU reads in an iteration of ``tokens`` tokens and ``logits`` logit positions."""
@@ -295,6 +317,9 @@ class WorkCoefficients:
             allreduce_bytes=scalar_or_array(self.allreduce_bytes_per_token * t),
             allreduces=scalar_or_array(self.allreduces + 0 * t),
             tensor_parallel=self.tensor_parallel,
+            alltoall_bytes=scalar_or_array(self.alltoall_bytes_per_token * t),
+            alltoalls=scalar_or_array(self.alltoalls + 0 * t),
+            expert_parallel=self.expert_parallel,
         )
 
 
@@ -310,14 +335,26 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     """
     model = deployment.model
     n = np.asarray(deployment.tensor_parallel, dtype=float)
-    weight_share, kv_share = (np.asarray(v, dtype=float) for v in tensor_parallel_shares(model, n))
+    g = np.asarray(deployment.n_gpus, dtype=float)        # GPUs of the instance: N, or EP
+    dp = g / n                                             # attention data-parallel groups (1 without EP)
+    ep = np.asarray(deployment.expert_parallel, dtype=float)
+    weight_share, kv_share = (np.asarray(v, dtype=float) for v in
+                              tensor_parallel_shares(model, n, kv_sharding=deployment.kv_sharding))
     bw = bytes_per_element(deployment.weight_dtype)
     vd = input_embedding_parameter_count(model)
     head = lm_head_parameter_count(model)
     # parameters outside the embedding table and the LM head (tied: one V x D matrix serves both)
     embedding_and_head = vd if model.tied_embeddings else vd + head
-    p_kv = kv_projection_parameter_count(model)
-    kv_replicated = kv_share  # the K/V projections are held (and read) at the KV share
+    # the K/V projections are held (and read) at the KV-head share, whatever the cache's sharding;
+    # they matter only where heads replicate (N > K), elsewhere they split N ways like every weight
+    replicates = has_shape(model, "n_kv_heads") and bool(np.any(n > model.n_kv_heads))
+    p_kv = kv_projection_parameter_count(model) if replicates else 0.0
+    kv_replicated = np.maximum(model.n_kv_heads, n) / (model.n_kv_heads * n) if replicates else 1.0 / n
+    if np.any(n > 1):
+        layers, width = require_shape(model, "n_layers", "hidden_size",
+                                      needed_for=f"the all-reduces of tensor_parallel = {int(np.max(n))}")
+    else:
+        layers = width = 0.0   # no all-reduce
 
     def per_gpu(params):
         """Bytes one GPU holds of ``params`` parameters that split N ways (K/V projections apart)."""
@@ -328,23 +365,45 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     stationary = per_gpu(stationary_params - p_kv) + kv_bytes
     shared_params, expert_params = expert_parameter_split(model)
     shared = per_gpu(shared_params - embedding_and_head - p_kv) + kv_bytes
-    n_layers_allreduce = 2.0 * model.n_layers * (n > 1)
+    n_layers_allreduce = 2.0 * layers * (n > 1)
+    b_ar = deployment.allreduce.bytes_per_element
+    if np.any(ep > 1):
+        d_ep = require_shape(model, "hidden_size", needed_for="the expert-parallel all-to-alls")[0]
+        moe_layers = model.n_moe_layers
+    else:
+        d_ep, moe_layers = 0.0, 0   # no all-to-all
     return WorkCoefficients(
-        linear_flops_per_token=scalar_or_array(2.0 * body_parameter_count(model) / n),
-        linear_flops_per_logit=scalar_or_array(2.0 * head / n),
-        attention_flops_per_pair=scalar_or_array(attention_flops_per_pair(model) / n),
-        kv_bytes_per_token=scalar_or_array(kv_bytes_per_token(model, deployment.kv_dtype) * kv_share),
-        embedding_bytes_per_token=scalar_or_array(model.hidden_size * bw / n),
+        linear_flops_per_token=scalar_or_array(2.0 * body_parameter_count(model) / g),
+        linear_flops_per_logit=scalar_or_array(2.0 * head / g),
+        attention_flops_per_pair=scalar_or_array(attention_flops_per_pair(model) / g),
+        kv_bytes_per_token=scalar_or_array(kv_bytes_per_token(model, deployment.kv_dtype) * kv_share / dp),
+        embedding_bytes_per_token=scalar_or_array(_gathered_row(model) * bw / g),
         lm_head_bytes=scalar_or_array(head * bw / n),
         stationary_weight_bytes=scalar_or_array(stationary),
         shared_weight_bytes=scalar_or_array(shared),
-        expert_bytes=scalar_or_array(per_gpu(expert_params)),
+        expert_bytes=scalar_or_array(expert_params * bw / g),   # E / EP whole experts (EP = 1: 1/N of each)
         n_experts=model.n_experts,
         n_active_experts=model.n_active_experts,
-        allreduce_bytes_per_token=model.hidden_size * deployment.allreduce.bytes_per_element,
+        allreduce_bytes_per_token=scalar_or_array(width * b_ar / dp),
         allreduces=scalar_or_array(n_layers_allreduce),
         tensor_parallel=deployment.tensor_parallel,
+        alltoall_bytes_per_token=scalar_or_array(model.n_active_experts * d_ep * b_ar / g * (ep > 1)),
+        alltoalls=scalar_or_array(2.0 * moe_layers * (ep > 1)),
+        expert_parallel=deployment.expert_parallel,
     )
+
+
+def _gathered_row(model):
+    """Parameters of one embedding row a token gathers: D (a model given by its totals: 0 when its
+    embeddings are ignored, else D or V D / V)."""
+    table = input_embedding_parameter_count(model)
+    if has_shape(model, "hidden_size"):
+        return float(model.hidden_size) if table else 0.0
+    if not table:
+        return 0.0
+    if has_shape(model, "vocab_size"):
+        return table / model.vocab_size
+    require_shape(model, "hidden_size", needed_for="the embedding rows a step gathers (embedding_parameters > 0)")
 
 
 def iteration_work(deployment: Deployment, iteration: Iteration) -> Work:
@@ -365,15 +424,20 @@ def iteration_work(deployment: Deployment, iteration: Iteration) -> Work:
 
 def _communication_time(deployment: Deployment, work: Work):
     n = np.asarray(work.tensor_parallel)
+    ep = np.asarray(work.expert_parallel)
     calls = np.asarray(work.allreduces, dtype=float)
-    if not np.any(n > 1):
+    if not np.any(n > 1) and not np.any(ep > 1):
         return np.zeros(np.broadcast(calls, np.asarray(work.allreduce_bytes)).shape)
     link = deployment.accelerator.interconnect_bandwidth
     if link is None:
         raise ValueError(f"accelerator {deployment.accelerator.name} has no interconnect bandwidth in the "
-                         "catalog; tensor_parallel > 1 needs one")
+                         "catalog; tensor_parallel > 1 or expert_parallel > 1 needs one")
     one = np.asarray(deployment.allreduce.time(work.allreduce_bytes, np.maximum(n, 1), link))
-    return calls * one
+    total = calls * one
+    if np.any(ep > 1):
+        a2a = np.asarray(deployment.allreduce.alltoall_time(work.alltoall_bytes, np.maximum(ep, 1), link))
+        total = total + np.asarray(work.alltoalls, dtype=float) * a2a
+    return total
 
 
 def time_parts(deployment: Deployment, work: Work) -> dict:

@@ -108,7 +108,11 @@ UNIT_SCALES: dict[str, tuple[float, str]] = {
     "tok": (1.0, "tok"), "tokens": (1.0, "tok"),
 }
 
-_QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]+)?\s*$")
+# Every part of the pattern has one way to match (no nested or adjacent repeats of the same
+# characters), so a failed match costs time linear in the text; the text is also capped in length.
+_QUANTITY = re.compile(r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)(?:\s*([A-Za-zµ/]+))?")
+#: Longest text :func:`parse_quantity` reads (a number with a unit is never longer).
+MAX_QUANTITY_TEXT = 100
 
 
 def parse_quantity(text: str) -> tuple[float, str | None]:
@@ -124,8 +128,11 @@ def parse_quantity(text: str) -> tuple[float, str | None]:
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a string such as '12 ms', got {text!r}")
-    cleaned = text.replace(",", "").replace("_", "")
-    match = _QUANTITY.match(cleaned)
+    if len(text) > MAX_QUANTITY_TEXT:
+        raise ValueError(f"text is too long to be a number with a unit ({len(text)} characters; at most "
+                         f"{MAX_QUANTITY_TEXT})")
+    cleaned = text.replace(",", "").replace("_", "").strip()
+    match = _QUANTITY.fullmatch(cleaned)
     if not match:
         raise ValueError(
             f"could not read {text!r} as a number with an optional unit; "

@@ -17,7 +17,7 @@ import importlib
 import pkgutil
 from functools import cache
 
-from .._validation import unknown_name
+import difflib
 
 __all__ = ["all_questions", "get_question", "question_modules"]
 
@@ -47,8 +47,24 @@ def all_questions() -> dict:
 
 
 def get_question(question_id: str):
-    """Look up a question by id; unknown ids get the closest matches."""
+    """Look up a question by id; an unknown id gets the three closest ids, not the whole bank.
+
+    Examples
+    --------
+    >>> try:
+    ...     get_question("anatomy.kv_bytes_per_tokn")
+    ... except KeyError as error:
+    ...     print(error.args[0])
+    unknown question id 'anatomy.kv_bytes_per_tokn'. Did you mean 'anatomy.kv_bytes_per_token'?
+    """
     registry = _registry()
-    if question_id not in registry:
-        raise unknown_name("question_id", question_id, registry)
+    if not isinstance(question_id, str) or question_id not in registry:
+        text = str(question_id)[:100]
+        close = difflib.get_close_matches(text, list(registry), n=3, cutoff=0.6)
+        if not close:   # the chapter part alone: 'decode.knee' -> ids of that chapter that contain 'knee'
+            chapter, _, name = text.partition(".")
+            close = [q for q in registry if q.startswith(chapter + ".") and name and name in q][:3]
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else (
+            f" Question ids look like 'anatomy.kv_bytes_per_token'; chapters: {', '.join(question_modules())}.")
+        raise KeyError(f"unknown question id {text!r}.{hint}")
     return registry[question_id]

@@ -25,6 +25,13 @@ def _kv(p, heads="kv", factor=2.0, layers=True):
     return factor * (m.n_layers if layers else 1) * n_heads * m.head_dim * 2.0
 
 
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``, ``41st``, ``101st``."""
+    n = int(n)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def _mean_itl(p):
     (n_a, tpot_a), (n_b, tpot_b) = p["requests"]
     return ((n_a - 1) * tpot_a + (n_b - 1) * tpot_b) / ((n_a - 1) + (n_b - 1))
@@ -61,14 +68,14 @@ QUESTIONS = [
     ),
     Question(
         "anatomy.tpot_from_timestamps",
-        "A request arrives at t = 0 s; its first token comes at {first} s and its {n}th and last at "
+        "A request arrives at t = 0 s; its first token comes at {first} s and its {nth} and last at "
         "{last} s. What is its TPOT, as vLLM defines it? (ms)",
         answer=lambda p: (p["last"] - p["first"]) / (p["n"] - 1),
         unit="ms",
         rel_tol=0.002,  # dividing by n instead of n - 1 is 1 % off for n = 101
         params={"first": 0.35, "n": 20, "gap": 0.02},
         variants={"first": (0.25, 0.35, 0.5, 0.8), "n": (20, 41, 101), "gap": (0.015, 0.02, 0.025, 0.04)},
-        derive=lambda p: {**p, "last": round(p["first"] + p["gap"] * (p["n"] - 1), 4)},
+        derive=lambda p: {**p, "last": round(p["first"] + p["gap"] * (p["n"] - 1), 4), "nth": _ordinal(p["n"])},
         mistakes=[
             Mistake("You divided by n; n tokens have only n - 1 gaps after the first one.",
                     lambda p: (p["last"] - p["first"]) / p["n"]),
@@ -79,11 +86,13 @@ QUESTIONS = [
     ),
     Question(
         "anatomy.e2e_from_ttft_tpot",
-        "TTFT is 0.35 s and TPOT 20 ms; the response has 20 tokens. What is the E2E latency? (s)",
+        "TTFT is {ttft:g} s and TPOT {tpot_ms:g} ms; the response has {n} tokens. What is the E2E latency? (s)",
         answer=lambda p: e2e_from_ttft_tpot(p["ttft"], p["tpot"], p["n"]),
         unit="s",
         rel_tol=0.002,
         params={"ttft": 0.35, "tpot": 0.02, "n": 20},
+        variants={"ttft": (0.2, 0.35, 0.5, 0.8), "tpot": (0.015, 0.02, 0.03, 0.05), "n": (20, 50, 120, 300)},
+        derive=lambda p: {**p, "tpot_ms": round(p["tpot"] * 1e3, 3)},
         mistakes=[
             Mistake("Off by one token: the first token arrives at TTFT, so only n - 1 gaps follow.",
                     lambda p: p["ttft"] + p["n"] * p["tpot"]),
@@ -151,12 +160,17 @@ QUESTIONS = [
     ),
     Question(
         "anatomy.mean_itl_vs_mean_tpot",
-        "Request A has 11 output tokens at a TPOT of 10 ms; request B has 101 at 30 ms. What is "
-        "the mean ITL over all gaps of both requests, as vLLM reports it? (ms)",
+        "Request A has {n_a} output tokens at a TPOT of {tpot_a_ms:g} ms; request B has {n_b} at {tpot_b_ms:g} ms. "
+        "What is the mean ITL over all gaps of both requests, as vLLM reports it? (ms)",
         answer=_mean_itl,
         unit="ms",
         rel_tol=0.002,
         params={"requests": ((11, 0.010), (101, 0.030))},
+        variants={"requests": (((11, 0.010), (101, 0.030)), ((16, 0.012), (81, 0.035)),
+                               ((11, 0.008), (61, 0.040)), ((6, 0.010), (41, 0.030)))},
+        derive=lambda p: {**p, "n_a": p["requests"][0][0], "n_b": p["requests"][1][0],
+                          "tpot_a_ms": round(p["requests"][0][1] * 1e3, 3),
+                          "tpot_b_ms": round(p["requests"][1][1] * 1e3, 3)},
         mistakes=[
             Mistake("That is the mean TPOT (one number per request, averaged). Mean ITL averages "
                     "over gaps: B has ten times more of them.",

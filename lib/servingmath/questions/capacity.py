@@ -89,13 +89,15 @@ QUESTIONS = [
         "tokens cost, in dollars per million? ($/M tokens)",
         answer=lambda p: cost_per_million_tokens(_node_to_replica(p, p["tp"]), p["tokens_per_s"]),
         params={"node_price": 32.0, "gpus_per_node": 8, "tp": 2, "tokens_per_s": 4000},
+        variants={"node_price": (24.0, 32.0, 40.0), "tp": (2, 4), "tokens_per_s": (3000, 4000, 6000)},
         difficulty="easy",
         mistakes=[
             Mistake("You took the node price as the price of one GPU: divide it by the 8 GPUs of the node first.",
                     lambda p: cost_per_million_tokens(p["tp"] * p["node_price"], p["tokens_per_s"])),
-            Mistake("You charged the whole node to one replica; the replica uses 2 of its 8 GPUs (the other 6 "
-                    "can run 3 more replicas).", lambda p: cost_per_million_tokens(p["node_price"], p["tokens_per_s"])),
-            Mistake("You charged one GPU; the replica is split over 2 (tensor parallelism): pay for both.",
+            Mistake("You charged the whole node to one replica; the replica uses only N of its 8 GPUs (the "
+                    "others can run more replicas).",
+                    lambda p: cost_per_million_tokens(p["node_price"], p["tokens_per_s"])),
+            Mistake("You charged one GPU; the replica is split over N (tensor parallelism): pay for all of them.",
                     lambda p: cost_per_million_tokens(_node_to_replica(p, 1), p["tokens_per_s"])),
             Mistake("That is dollars per thousand tokens; the question asks per million (x 1000).",
                     lambda p: cost_per_million_tokens(_node_to_replica(p, p["tp"]), p["tokens_per_s"]) / 1e3),
@@ -104,9 +106,11 @@ QUESTIONS = [
     Question(
         "capacity.replicas",
         "Peak traffic is {rate:g} req/s. One replica serves {capacity} req/s within the SLOs, and you plan each "
-        "replica at a utilisation target of {u:g} (30 % headroom). How many replicas? (a whole number)",
+        "replica at a utilisation target of {u:g} ({headroom:g} % headroom). How many replicas? (a whole number)",
         answer=lambda p: float(replicas_needed(p["rate"], p["capacity"], p["u"])),
         params={"rate": 40.0, "capacity": 8.44, "u": 0.7},
+        variants={"rate": (30.0, 40.0, 60.0), "capacity": (6.5, 8.44, 11.2), "u": (0.6, 0.7, 0.8)},
+        derive=lambda p: {**p, "headroom": round((1 - p["u"]) * 100, 3)},
         difficulty="easy",
         mistakes=[
             Mistake("Without the headroom: divide the traffic by u x capacity, not by the capacity.",
@@ -129,10 +133,12 @@ QUESTIONS = [
         answer=lambda p: cost_per_million_tokens(p["replicas"] * p["tp"] * p["price"], p["rate"] * p["output"]),
         params={"replicas": 3, "tp": 4, "price": 3.0, "rate": 40.0, "prompt": 775.0, "output": 300.0,
                 "capacity": 20.8},
+        variants={"replicas": (3, 4), "tp": (2, 4), "price": (2.5, 3.0, 4.0), "rate": (30.0, 40.0),
+                  "output": (200.0, 300.0)},
         mistakes=[
             Mistake("That is one replica's cost against the whole traffic: the fleet pays for every replica.",
                     lambda p: cost_per_million_tokens(p["tp"] * p["price"], p["rate"] * p["output"])),
-            Mistake("That charges one GPU per replica; each replica holds 4 (TP 4).",
+            Mistake("That charges one GPU per replica; each replica holds N GPUs (its TP degree).",
                     lambda p: cost_per_million_tokens(p["replicas"] * p["price"], p["rate"] * p["output"])),
             Mistake("That is the cost at 100 % of the replicas' capacity; the fleet serves only the traffic, "
                     "and pays for its headroom too.",
@@ -148,15 +154,20 @@ QUESTIONS = [
     ),
     Question(
         "capacity.decode_context",
-        "Half the requests have 1000-token prompts and 100-token answers, the other half 1000-token prompts and "
-        "500-token answers. What is the mean context (tokens in the KV cache per sequence) of the decode batch, "
+        "Half the requests have {a_p}-token prompts and {a_o}-token answers, the other half {b_p}-token prompts and "
+        "{b_o}-token answers. What is the mean context (tokens in the KV cache per sequence) of the decode batch, "
         "averaged over decode steps? (tokens)",
         answer=lambda p: workload_statistics(p["prompt_lens"], p["output_lens"])["decode_context"],
-        params=_CONTEXT,
+        params={"lens": ((1000, 1000), (100, 500))},
+        variants={"lens": (((1000, 1000), (100, 500)), ((800, 800), (200, 600)), ((1500, 500), (100, 400)),
+                           ((1000, 2000), (300, 100)))},
+        derive=lambda p: {**p, "prompt_lens": list(p["lens"][0]), "output_lens": list(p["lens"][1]),
+                          "a_p": p["lens"][0][0], "b_p": p["lens"][0][1], "a_o": p["lens"][1][0],
+                          "b_o": p["lens"][1][1]},
         unit="tok",
         mistakes=[
             Mistake("That is E[L_p] + E[L_o] / 2, the average over requests. The batch is an average over "
-                    "decode steps, and a 500-token answer stays in it five times as long: weight each request "
+                    "decode steps, and a longer answer stays in it proportionally longer: weight each request "
                     "by its L_o - 1 steps.", lambda p: _naive_context(p)),
             Mistake("A sequence's context grows from L_p to L_p + L_o during its decode: its mean is "
                     "L_p + L_o / 2, not L_p + L_o.", lambda p: _naive_context(p, halve=False)),
@@ -171,6 +182,7 @@ QUESTIONS = [
         "of the Poisson distribution. (sequences)",
         answer=lambda p: batch_quantile(p["mean"], 0.99),
         params={"mean": 100.0},
+        variants={"mean": (50.0, 100.0, 200.0, 400.0)},
         mistakes=[
             Mistake("That is the mean: a cap at the mean batch is full half the time, and requests queue.",
                     lambda p: p["mean"]),
@@ -192,6 +204,10 @@ QUESTIONS = [
         "What request rate does one replica serve within the targets, in the chapter's closed-form model? (req/s)",
         answer=lambda p: _replica_capacity(p)["rate"],
         params=_CAPACITY,
+        variants={"shape": ((1024, 256, 0.04), (1024, 256, 0.03), (1024, 256, 0.05), (1024, 512, 0.04),
+                            (1024, 512, 0.03), (512, 256, 0.03))},
+        derive=lambda p: {**p, **({"prompt_len": p["shape"][0], "output_len": p["shape"][1],
+                                   "tpot_slo": p["shape"][2]} if "shape" in p else {})},
         unit="req/s",
         difficulty="medium",
         mistakes=[

@@ -27,6 +27,7 @@ from ..memory import max_batch_size
 from ..models import get_model, kv_bytes_per_token, weight_bytes
 from ..symbolic import F, K, L, P, S, W, H, b_kv, b_w, d_h
 from ..units import GiB
+from ._variants import GQA_8B_CLASS, named
 
 _SYMBOLS = {"P": P, "b_w": b_w, "F": F, "W": W, "S": S, "L": L, "K": K, "H": H, "d_h": d_h,
             "b_kv": b_kv}
@@ -98,14 +99,16 @@ def _s_crit_expr(kv=2 * L * K * d_h * b_kv, flops=2):
 QUESTIONS = [
     Question(
         "decode.tpot_long_context_batch_one",
-        "TPOT of Llama-2-13B (bf16) on one A100-SXM4-80GB at batch 1, with 4000 tokens in the KV "
+        "TPOT of {model} (bf16) on one {accelerator} at batch 1, with {context} tokens in the KV "
         "cache, at the physical bound (hybrid model). (ms)",
         difficulty="easy",
         answer=lambda p: decode_step_time(p["model"], p["accelerator"], 1, p["context"]),
         unit="ms",
         params={"model": "Llama-2-13B", "accelerator": "A100-SXM4-80GB", "context": 4000},
+        variants={"model": ("Llama-2-13B", "Llama-2-7B"),
+                  "accelerator": ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"), "context": (2000, 3000, 4000)},
         mistakes=[
-            Mistake("You left out the KV-cache read: one step also reads the sequence's 4000 cached "
+            Mistake("You left out the KV-cache read: one step also reads the sequence's cached "
                     "tokens (k bytes each).",
                     lambda p: decode_step_time(p["model"], p["accelerator"], 1, 0)),
             Mistake("You divided FLOPs by FLOP/s: at batch 1 the step is bound by the bytes it reads, "
@@ -119,19 +122,21 @@ QUESTIONS = [
     ),
     Question(
         "decode.tpot_batch_64",
-        "TPOT of Llama-3.1-8B (bf16) on one H100-SXM5-80GB with 64 sequences decoding together, "
-        "each with 2048 tokens in its KV cache, at the physical bound (hybrid model). (ms)",
+        "TPOT of {model} (bf16) on one {accelerator} with {batch} sequences decoding together, "
+        "each with {context} tokens in its KV cache, at the physical bound (hybrid model). (ms)",
         difficulty="medium",
         answer=lambda p: decode_step_time(p["model"], p["accelerator"], p["batch"], p["context"]),
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "batch": 64, "context": 2048},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+                  "batch": (32, 64, 128), "context": (1024, 2048, 4096)},
         mistakes=[
             Mistake("You forgot the KV term: every running sequence's cache is read at every step.",
                     lambda p: decode_step_time(p["model"], p["accelerator"], p["batch"], 0)),
-            Mistake("You read one sequence's KV cache; each of the 64 sequences reads its own.",
+            Mistake("You read one sequence's KV cache; each sequence of the batch reads its own.",
                     lambda p: decode_step_time(p["model"], p["accelerator"], 1, p["context"])),
             Mistake("TPOT does not grow linearly with the batch: the weights are read once per step "
-                    "for all 64 sequences, not once per sequence.",
+                    "for the whole batch, not once per sequence.",
                     lambda p: p["batch"] * decode_step_time(p["model"], p["accelerator"], 1,
                                                             p["context"])),
             Mistake("Your KV read is half of what it should be: each token stores a key AND a value "
@@ -141,22 +146,24 @@ QUESTIONS = [
     ),
     Question(
         "decode.throughput_tensor_parallel",
-        "Llama-3.1-70B (bf16) runs on 4 H100-SXM5-80GB with tensor parallelism 4. 128 sequences "
-        "decode together with 1024 cached tokens each. What output throughput does the whole "
-        "4-GPU instance reach at the physical bound (hybrid model, all-reduce latency 0)? (tok/s)",
+        "{model} (bf16) runs on {tp} {accelerator} with tensor parallelism {tp}. {batch} sequences "
+        "decode together with {context} cached tokens each. What output throughput does the whole "
+        "{tp}-GPU instance reach at the physical bound (hybrid model, all-reduce latency 0)? (tok/s)",
         difficulty="medium",
         answer=lambda p: decode_throughput(p["model"], p["accelerator"], p["batch"], p["context"],
                                            tensor_parallel=p["tp"]),
         unit="tok/s",
         params={"model": "Llama-3.1-70B", "accelerator": "H100-SXM5-80GB", "batch": 128,
                 "context": 1024, "tp": 4},
+        variants={"model": ("Llama-3.1-70B", "Qwen2.5-72B"), "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB"),
+                  "batch": (64, 128, 256), "context": (1024, 2048), "tp": (4, 8)},
         mistakes=[
             Mistake("That is the throughput per GPU; the question asks for the whole instance "
-                    "(multiply by the 4 GPUs).",
+                    "(multiply by the N GPUs).",
                     lambda p: decode_throughput(p["model"], p["accelerator"], p["batch"], p["context"],
                                                 tensor_parallel=p["tp"]) / p["tp"]),
-            Mistake("That is one sequence's speed, 1 / TPOT; each step emits one token for each of "
-                    "the 128 sequences.",
+            Mistake("That is one sequence's speed, 1 / TPOT; each step emits one token for each "
+                    "sequence of the batch.",
                     lambda p: 1 / decode_step_time(p["model"], p["accelerator"], p["batch"],
                                                    p["context"], tensor_parallel=p["tp"])),
             Mistake("You left out the all-reduces: with tensor parallelism each layer ends its "
@@ -171,12 +178,15 @@ QUESTIONS = [
     ),
     Question(
         "decode.knee_with_efficiencies",
-        "Knee batch size B* (hybrid model: the weight matmuls turn compute-bound) of Llama-2-7B "
-        "in bf16 on one A100-SXM4-80GB with MFU 0.5 and MBU 0.8. (a number of sequences, "
+        "Knee batch size B* (hybrid model: the weight matmuls turn compute-bound) of {model} "
+        "in bf16 on one {accelerator} with MFU {mfu:g} and MBU {mbu:g}. (a number of sequences, "
         "not rounded)",
         difficulty="easy",
         answer=lambda p: knee_batch_size(p["model"], p["accelerator"], 0, mfu=p["mfu"], mbu=p["mbu"]),
         params={"model": "Llama-2-7B", "accelerator": "A100-SXM4-80GB", "mfu": 0.5, "mbu": 0.8},
+        variants={"model": ("Llama-2-7B", "Llama-3.1-8B", "Llama-2-13B"),
+                  "accelerator": ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"), "mfu": (0.4, 0.5, 0.6),
+                  "mbu": (0.7, 0.8, 0.9)},
         mistakes=[
             Mistake("That is the physical-bound knee (MFU = MBU = 1); scale F by MFU and W by MBU.",
                     lambda p: knee_batch_size(p["model"], p["accelerator"], 0)),
@@ -184,20 +194,22 @@ QUESTIONS = [
                     "MFU and shrinks with MBU.",
                     lambda p: knee_batch_size(p["model"], p["accelerator"], 0)
                     * p["mbu"] / p["mfu"]),
-            Mistake("You used the 2:4-sparse FLOP/s (624 TFLOP/s); rooflines use the dense peak.",
+            Mistake("You used the 2:4-sparse FLOP/s (twice the dense peak); rooflines use the dense peak.",
                     lambda p: 2 * knee_batch_size(p["model"], p["accelerator"], 0, mfu=p["mfu"],
                                                   mbu=p["mbu"])),
         ],
     ),
     Question(
         "decode.knee_roofline_with_kv",
-        "In the roofline model, at what batch size does the decode step of Llama-3.1-8B (bf16) on "
-        "one H100-SXM5-80GB turn compute-bound when every sequence holds 256 cached tokens? "
+        "In the roofline model, at what batch size does the decode step of {model} (bf16) on "
+        "one {accelerator} turn compute-bound when every sequence holds {context} cached tokens? "
         "Physical bound, attention FLOPs included. (a number of sequences, not rounded)",
         difficulty="medium",
         answer=lambda p: knee_batch_size(p["model"], p["accelerator"], p["context"],
                                          overlap="roofline"),
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 256},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+                  "context": (64, 128, 256)},
         mistakes=[
             Mistake("You forgot the KV term on the memory side: the KV reads grow with B too, and "
                     "the compute has to outgrow weights + KV.",
@@ -213,14 +225,16 @@ QUESTIONS = [
     Question(
         "decode.critical_context",
         "Beyond what context length does each sequence's KV-cache read take longer than its "
-        "weight matmuls, for Llama-3.1-70B (bf16 weights and KV) on one H200-SXM-141GB at the "
+        "weight matmuls, for {model} (bf16 weights and KV) on one {accelerator} at the "
         "physical bound? Use S_crit = 2 P W / (F k) with P the matmul parameters. (tokens)",
         difficulty="medium",
         answer=lambda p: critical_context_length(p["model"], p["accelerator"]),
         unit="tok",
         params={"model": "Llama-3.1-70B", "accelerator": "H200-SXM-141GB"},
+        variants={"model": ("Llama-3.1-70B", "Qwen2.5-72B", "Llama-3.1-8B", "Mistral-7B"),
+                  "accelerator": ("H200-SXM-141GB", "H100-SXM5-80GB", "A100-SXM4-80GB", "MI300X")},
         mistakes=[
-            Mistake("You used the query heads (64) for k; the cache stores only the 8 KV heads (GQA).",
+            Mistake("You used the query heads for k; the cache stores only the KV heads (GQA).",
                     lambda p: _s_crit(p, kv_scale=get_model(p["model"]).group_size)),
             Mistake("Your k counts the keys but not the values (or the reverse): "
                     "k = 2 L K d_h b_kv.", lambda p: _s_crit(p, kv_scale=0.5)),
@@ -230,14 +244,16 @@ QUESTIONS = [
     ),
     Question(
         "decode.ceiling_long_context",
-        "The throughput ceiling (B -> infinity) of Llama-2-7B (bf16) on one A100-SXM4-80GB when "
-        "every sequence holds 4096 cached tokens, in the roofline model at the physical bound. "
+        "The throughput ceiling (B -> infinity) of {model} (bf16) on one {accelerator} when "
+        "every sequence holds {context} cached tokens, in the roofline model at the physical bound. "
         "(tok/s)",
         difficulty="medium",
         answer=lambda p: max_decode_throughput(p["model"], p["accelerator"], p["context"],
                                                overlap="roofline"),
         unit="tok/s",
         params={"model": "Llama-2-7B", "accelerator": "A100-SXM4-80GB", "context": 4096},
+        variants={"model": ("Llama-2-7B", "Llama-3.1-8B", "Llama-2-13B"),
+                  "accelerator": ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"), "context": (1024, 2048, 4096)},
         mistakes=[
             Mistake("You forgot the KV reads: F / (2 P) is the ceiling at zero context only. Each "
                     "added sequence adds its own S k bytes per step.",
@@ -279,9 +295,10 @@ QUESTIONS = [
     ),
     Question(
         "decode.critical_context_symbolic",
-        "Same assumptions as the previous question: for which context length S_crit does the "
-        "roofline knee go to infinity (decode never compute-bound for S >= S_crit)? A sympy "
-        "expression in P, F, W, L, K, d_h, b_kv.",
+        "Roofline model at the physical bound: weights P b_w bytes, KV 2 L K d_h b_kv bytes per token "
+        "and sequence, S cached tokens per sequence, 2 P B FLOPs per step (neglect attention FLOPs), "
+        "peak F and W. For which context length S_crit does the roofline knee B* go to infinity "
+        "(decode never compute-bound for S >= S_crit)? A sympy expression in P, F, W, L, K, d_h, b_kv.",
         difficulty="hard",
         answer=lambda p: _s_crit_expr(),
         kind="symbolic",
@@ -299,8 +316,8 @@ QUESTIONS = [
     ),
     Question(
         "decode.memory_wall",
-        "How many sequences of 4096 cached tokens each fit next to Llama-3.1-8B (bf16 weights and "
-        "KV) on one H100-SXM5-80GB (80 GB, decimal) when weights and KV cache may use 90 % of the "
+        "How many sequences of {context} cached tokens each fit next to {model} (bf16 weights and "
+        "KV) on one {accelerator} ({gpu_gb:g} GB, decimal) when weights and KV cache may use 90 % of the "
         "memory? (a whole number of sequences)",
         difficulty="easy",
         answer=lambda p: max_batch_size(p["model"], p["accelerator"], p["context"],
@@ -308,24 +325,32 @@ QUESTIONS = [
         rel_tol=0.005,
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 4096,
                 "reserve": 0.9},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+                  "context": (2048, 4096, 8192)},
+        derive=named(gpu="accelerator"),
         mistakes=[
-            Mistake("You used all 80 GB; the question keeps 10 % back (activations, CUDA graphs, "
+            Mistake("You used all the memory; the question keeps 10 % back (activations, CUDA graphs, "
                     "fragmentation).", lambda p: _memory_wall(p, reserve=1.0)),
             Mistake("The weights take their share of the memory first: subtract M_w before "
                     "dividing by the KV bytes per sequence.", lambda p: _memory_wall(p, weights=False)),
-            Mistake("You read 80 GB as 80 GiB; spec-sheet capacities in this book are decimal.",
-                    lambda p: _memory_wall(p, capacity=80 * GiB)),
+            Mistake("You read GB as GiB; spec-sheet capacities in this book are decimal.",
+                    lambda p: _memory_wall(p, capacity=get_accelerator(p["accelerator"]).memory_bytes / 1e9
+                                           * GiB)),
         ],
     ),
     Question(
         "decode.measured_mbu",
-        "LMDeploy measured a median 9 ms between tokens for Llama-2-7B (fp16) at batch 1 on an "
-        "A100-80GB (2.039 TB/s), with about 65 tokens in the cache. What MBU does that imply, "
+        "{source} a median {itl_ms:g} ms between tokens for Llama-2-7B (fp16) at batch 1 on an "
+        "A100-80GB (2.039 TB/s), with about {context} tokens in the cache. What MBU does that imply, "
         "as Databricks defines it: (weight bytes + KV bytes) / TPOT / peak bandwidth? "
         "(a fraction, e.g. 0.5)",
         difficulty="medium",
         answer=_mbu,
         params={"model": "Llama-2-7B", "accelerator": "A100-SXM4-80GB", "context": 65, "itl": 0.009},
+        variants={"itl": (0.008, 0.009, 0.0105, 0.012), "context": (65, 300, 1000)},
+        derive=lambda p: {**p, "itl_ms": round(p["itl"] * 1e3, 3),
+                          "source": ("LMDeploy measured" if (p["itl"], p["context"]) == (0.009, 65)
+                                     else "Suppose a benchmark measured")},
         mistakes=[
             Mistake("Upside down: MBU is achieved / peak bandwidth, at most 1.",
                     lambda p: _mbu(p, invert=True)),

@@ -54,6 +54,19 @@ def _claim(phrase: str, *patterns: str) -> str:
     return guard + "(?:" + "|".join((phrase, *patterns)) + ")"
 
 
+#: Between a subject and its direction in an inverted claim: up to five words of the same clause, none of
+#: them a direction word itself ("per-GPU throughput falls as N grows" is not "throughput grows").
+_DIRECTION = (r"(?:rise|rises|rising|grow|grows|growing|fall|falls|falling|drop|drops|shrink|shrinks|increase|"
+              r"increases|decrease|decreases|climbs|lower|lowers|raise|raises|goes|stays|flattens)\b")
+_GAP = rf",?\s+(?:(?!{_DIRECTION})[^\s.;:!?]+\s+){{0,5}}?"
+
+
+def _inverted(name: str, hint: str, phrase: str, *patterns: str) -> Mistake:
+    """A key point stated the wrong way round ("helps at large batch", "TPOT rises with N"): a wrong
+    claim whose hint says which way it goes. The checker skips it where the clause negates it."""
+    return Mistake(hint, lambda p: _claim(phrase, *patterns), name=f"inverted: {name}")
+
+
 # ---------------------------------------------------------------- numbers the answers quote
 def _knee_tp8(p):
     return float(tp_knee_batch_size(p["model"], p["accelerator"], 0, tensor_parallel=p["tp"]))
@@ -93,6 +106,26 @@ _WHY_BATCHING = Question(
          r"knee|B\*|ridge|compute[- ]bound|saturat|plateau|ceiling|flatten"),
     ),
     mistakes=[
+        _inverted("throughput falls or the step shrinks with the batch",
+                  "Backwards: at small batch each extra sequence adds almost nothing to the step time, so "
+                  "tokens per step grow with B and throughput rises until the knee.",
+                  "throughput falls with the batch",
+                  rf"throughput{_GAP}(?:falls|drops|decreases|shrinks|goes down)",
+                  rf"(?:step time|TPOT|T\(B\)){_GAP}(?:shrinks|falls|drops|decreases)",
+                  rf"tokens per step{_GAP}(?:shrink|fall|drop|decrease)"),
+        _inverted("weights read per sequence",
+                  "The weights are read once per step for the whole batch, not once per sequence: that "
+                  "sharing is the whole gain.",
+                  "weights are read for every sequence",
+                  r"weights? (?:are |is )?(?:read|streamed|loaded) (?:many times|repeatedly|once per sequence|"
+                  r"for (?:each|every) sequence)"),
+        _inverted("the knee turns it memory-bound",
+                  "Past the knee the step turns compute-bound (the matmuls outgrow the weight read), and the "
+                  "gain stops there.",
+                  "the gain continues past the knee",
+                  rf"(?:knee|B\*){_GAP}(?:turns?|becomes?|goes) (?:memory|bandwidth)[- ]bound",
+                  r"gain (?:continues|keeps going|keeps growing)",
+                  rf"(?:small|low)[- ]batch{_GAP}compute[- ]bound"),
         Mistake("Batching does not lower anyone's latency: each step gets a little longer as B grows (TPOT "
                 "rises). It raises throughput because the weight read is shared.",
                 lambda p: _claim("batching reduces latency",
@@ -126,6 +159,20 @@ _GOODPUT = Question(
          r"(throughput|tokens/s|tokens per second)[^.]*(ignor|hide|regardless|even (if|when|though)|no matter|break|violat|miss|sacrific|expense|cost of|while)"),
     ),
     mistakes=[
+        _inverted("counts requests that miss their SLOs",
+                  "Goodput counts only what meets its SLOs: a request beyond its TTFT or TPOT target does not "
+                  "count, however fast it finished otherwise.",
+                  "counts every request",
+                  rf"(?:are|is) (?:both )?(?:beyond|above|over|outside) (?:the |their |its )?(?:target|SLO)",
+                  r"including (?:those|the requests|requests) that miss",
+                  r"(?:lowest|smallest|minimum) (?:request )?rate",
+                  r"at most \d+ ?%"),
+        _inverted("goodput rises as the SLOs break",
+                  "Backwards: batching more raises raw throughput while the SLOs break, so throughput goes up "
+                  "and goodput goes down.",
+                  "goodput goes up while the SLOs break",
+                  rf"throughput (?:goes down|falls|drops|decreases){_GAP}goodput (?:goes up|rises|increases)",
+                  rf"goodput{_GAP}(?:ignores|regardless of) (?:the )?(?:latency|SLO)"),
         Mistake("In serving, goodput is not 'the requests that did not fail' (the networking sense of useful "
                 "bytes): a request that completes but misses its TTFT or TPOT target does not count.",
                 lambda p: _claim("requests that did not fail",
@@ -141,20 +188,21 @@ _SYSTEM_8X = {"model": M70, "accelerator": H100, "tp": 8}
 
 _B_STAR = Question(
     "interview.b_star_8xh100",
-    "With the roofline, find B* for Llama-3.1-70B in bf16 served with tensor parallelism 8 on one "
-    "8 x H100-SXM5-80GB node: the batch at which the decode step's weight matmuls turn compute-bound "
+    "With the roofline, find B* for {model} in bf16 served with tensor parallelism {tp} on one "
+    "{tp} x {accelerator} node: the batch at which the decode step's weight matmuls turn compute-bound "
     "(dense peak specs, MFU = MBU = 1). (sequences; a real number)",
     answer=_knee_tp8,
     params=dict(_SYSTEM_8X),
+    variants={"model": (M70, "Qwen2.5-72B"), "accelerator": (H100, H200), "tp": (4, 8)},
     rel_tol=0.02,   # the ridge point itself (295 FLOP/B vs B* = 300) is an accepted roofline answer
     mistakes=[
-        Mistake("You divided by the 8 GPUs. Tensor parallelism splits both the weight bytes and the FLOPs "
-                "8 ways, so N cancels: B* of the node equals B* of one GPU.", lambda p: _knee_tp8(p) / p["tp"]),
-        Mistake("You multiplied by the 8 GPUs (the node's FLOP/s over one GPU's bandwidth, or the reverse "
-                "reasoning). Each GPU has its own HBM: bytes and FLOPs both split 8 ways, N cancels.",
+        Mistake("You divided by the N GPUs. Tensor parallelism splits both the weight bytes and the FLOPs "
+                "N ways, so N cancels: B* of the node equals B* of one GPU.", lambda p: _knee_tp8(p) / p["tp"]),
+        Mistake("You multiplied by the N GPUs (the node's FLOP/s over one GPU's bandwidth, or the reverse "
+                "reasoning). Each GPU has its own HBM: bytes and FLOPs both split N ways, N cancels.",
                 lambda p: _knee_tp8(p) * p["tp"]),
         Mistake("Twice too large: that is the 2:4-sparse (or fp8) peak. With bf16 weights and math use the "
-                "dense bf16 peak, 989 TFLOP/s.", lambda p: 2 * _knee_tp8(p)),
+                "dense bf16 peak.", lambda p: 2 * _knee_tp8(p)),
     ],
     chapter="parallelism", difficulty="medium",
 )
@@ -185,6 +233,20 @@ _B_STAR_METHOD = Question(
          r"MFU|MBU|efficien|realistic|KV|memory (capacity|limit)|TPOT|SLO"),
     ),
     mistakes=[
+        _inverted("memory-bound past the ridge",
+                  "At the ridge the matmuls turn compute-bound, not memory-bound: their intensity, about B FLOPs "
+                  "per byte, grows with the batch.",
+                  "turns memory-bound at the ridge",
+                  r"(?:turns?|becomes?) (?:memory|bandwidth)[- ]bound when (?:B|the batch) (?:reaches|passes|exceeds)",
+                  rf"(?:intensity|FLOPs? per byte){_GAP}(?:falls|drops|decreases|shrinks) (?:with|as) (?:the )?batch",
+                  rf"above B\*{_GAP}throughput{_GAP}ris",
+                  rf"below (?:B\*|the knee){_GAP}(?:only adds latency|adds only latency)"),
+        _inverted("B star grows with N",
+                  "N cancels: each GPU reads 1/N of the weights and does 1/N of the FLOPs, so B* does not change "
+                  "with the TP degree.",
+                  "B star grows with N",
+                  r"N (?:multiplies|scales it|does not cancel)",
+                  rf"B\*{_GAP}(?:grows|scales|rises|increases|multiplies) with (?:N|the number of GPUs|the TP degree|tensor)"),
         Mistake("B* does not grow with the number of GPUs: each GPU reads 1/N of the weights and does 1/N of "
                 "the FLOPs, so N cancels.",
                 lambda p: _claim("8 times larger", r"eight times larger",
@@ -219,6 +281,18 @@ _BACKGROUND = Question(
          r"separate|dedicated|isolat|disaggregat|own (replicas|GPUs|pool)|\bpools?\b|P99|percentile|goodput|monitor|measure"),
     ),
     mistakes=[
+        _inverted("background work first",
+                  "The other way round: chat requests go first; background work takes only the leftover capacity "
+                  "and is preempted or throttled first.",
+                  "give the background work priority",
+                  r"(?:background|offline|batch) (?:jobs?|work|requests?)[^.;:!?]{0,80}?(?:higher|top|first) "
+                  r"(?:class|priority)",
+                  r"(?:preempt|throttle) (?:the )?(?:chat|interactive)",
+                  r"(?:background|offline) (?:jobs?|work|requests?) (?:go|goes|run|runs) first"),
+        _inverted("watch the mean",
+                  "A mean hides the users who suffer: watch P99 TPOT (or goodput), not the mean.",
+                  "watch the mean TPOT",
+                  r"(?:watch|measure|track|monitor) (?:only )?(?:the )?(?:mean|average)\b(?! is)"),
         Mistake("The largest batch that fits maximises tokens per second, but every sequence in it waits for "
                 "the same longer step: TPOT is set by the batch. Cap the batch at B_SLO.",
                 lambda p: _claim("maximise the batch", r"maximi[sz]e the batch( size)?",
@@ -248,6 +322,13 @@ _UNCONSTRAINED = Question(
          r"goodput|B_?SLO|SLO edge|largest batch (that|which) meets|meets? (the|every|all|its)[^.]*(SLO|target)|(under|within) (the|an|its|every) (SLO|target)|subject to"),
     ),
     mistakes=[
+        _inverted("TPOT falls with the batch",
+                  "TPOT grows with the batch: every sequence waits for the whole, longer step.",
+                  "TPOT shrinks with the batch",
+                  rf"(?:TPOT|latency|step time){_GAP}(?:shrinks|falls|drops|decreases|goes down) (?:with|as) "
+                  rf"(?:the )?batch",
+                  rf"past the knee{_GAP}(?:memory|bandwidth)[- ]bound",
+                  rf"(?:throughput|tokens per second) (?:keeps|continues to) (?:grow|rise){_GAP}past the knee"),
         Mistake("Latency does depend on the batch: every sequence waits for the whole step, and the step "
                 "grows with B (slowly below the knee, in proportion beyond it).",
                 lambda p: _claim("latency does not change", r"latency (?:is|stays) (?:the same|constant)",
@@ -258,28 +339,35 @@ _UNCONSTRAINED = Question(
 
 _SATURATES = Question(
     "interview.pitfall_decode_saturates",
-    "Llama-3.1-70B (bf16) with tensor parallelism 8 on 8 x H100-SXM5-80GB, 2048 tokens of context per "
+    "{model} (bf16) with tensor parallelism {tp} on {tp} x {accelerator}, {context} tokens of context per "
     "sequence, physical bound (hybrid model). By what factor does decode throughput grow when the batch "
-    "goes from 128 to 512 sequences (both fit in memory)? (a ratio)",
-    answer=lambda p: (512 / _tp_time(p, 512)) / (128 / _tp_time(p, 128)),
-    params={**_SYSTEM_8X, "context": 2048},
+    "goes from {small} to {large} sequences (both fit in memory)? (a ratio)",
+    answer=lambda p: (p["large"] / _tp_time(p, p["large"])) / (p["small"] / _tp_time(p, p["small"])),
+    params={**_SYSTEM_8X, "context": 2048, "batches": (128, 512)},
+    variants={"context": (1024, 2048), "batches": ((128, 512), (64, 512), (128, 600))},
+    derive=lambda p: {**p, "small": p["batches"][0], "large": p["batches"][1]},
     mistakes=[
-        Mistake("Throughput is not linear in the batch: past the knee (about 300 sequences here) the step is "
-                "compute-bound, T(B) grows in proportion to B, and B / T(B) flattens.", lambda p: 4.0),
-        Mistake("That is how much TPOT grows. Throughput is B / T(B): the batch grows 4x.",
-                lambda p: _tp_time(p, 512) / _tp_time(p, 128)),
+        Mistake("Throughput is not linear in the batch: past the knee (a few hundred sequences here) the step is "
+                "compute-bound, T(B) grows in proportion to B, and B / T(B) flattens.",
+                lambda p: p["large"] / p["small"]),
+        Mistake("That is how much TPOT grows. Throughput is B / T(B), and the batch grows too.",
+                lambda p: _tp_time(p, p["large"]) / _tp_time(p, p["small"])),
     ],
     chapter="decode", difficulty="medium",
 )
 
 _LINEAR = Question(
     "interview.pitfall_latency_linear_in_batch",
-    "Llama-3.1-8B (bf16) on one H100-SXM5-80GB, 1024 tokens of context per sequence, physical bound "
-    "(hybrid model). By what factor is the TPOT at batch 32 larger than at batch 1? (a ratio)",
-    answer=lambda p: decode_step_time(M8, H100, 32, 1024) / decode_step_time(M8, H100, 1, 1024),
+    "{model} (bf16) on one {accelerator}, {context} tokens of context per sequence, physical bound "
+    "(hybrid model). By what factor is the TPOT at batch {batch} larger than at batch 1? (a ratio)",
+    answer=lambda p: (decode_step_time(p["model"], p["accelerator"], p["batch"], p["context"])
+                      / decode_step_time(p["model"], p["accelerator"], 1, p["context"])),
+    params={"model": M8, "accelerator": H100, "batch": 32, "context": 1024},
+    variants={"model": (M8, "Mistral-7B", "Qwen2.5-7B"), "accelerator": (H100, H200), "batch": (16, 32, 64),
+              "context": (512, 1024, 2048)},
     mistakes=[
         Mistake("Latency does not grow linearly with the batch from the start: below the knee the step is "
-                "dominated by the weight read, which all 32 sequences share.", lambda p: 32.0),
+                "dominated by the weight read, which all the sequences share.", lambda p: float(p["batch"])),
         Mistake("TPOT does grow a little: each sequence adds its own KV-cache read (and its share of the "
                 "matmuls).", lambda p: 1.0),
     ],
@@ -295,12 +383,14 @@ def _t_prefill(p):
 
 _IGNORE_QUEUEING = Question(
     "interview.pitfall_ignoring_queueing_ttft",
-    "Prompts of 4096 tokens to Llama-3.1-8B (bf16) on one H100-SXM5-80GB are prefilled one at a time at "
-    "MFU = 0.6 (otherwise physical bound); requests arrive as a Poisson stream at 7 req/s. What is the mean "
-    "TTFT (M/D/1 queue: every prefill takes the same time)? (ms)",
+    "Prompts of {prompt} tokens to {model} (bf16) on one {accelerator} are prefilled one at a time at "
+    "MFU = {mfu:g} (otherwise physical bound); requests arrive as a Poisson stream at {rate:g} req/s. What is "
+    "the mean TTFT (M/D/1 queue: every prefill takes the same time)? (ms)",
     answer=lambda p: float(prefill_mean_ttft(p["rate"], p["model"], p["accelerator"], p["prompt"], mfu=p["mfu"])),
     unit="ms",
-    params=dict(_QUEUE),
+    params={**_QUEUE, "load": (4096, 7.0)},
+    variants={"load": ((4096, 7.0), (4096, 5.0), (2048, 12.0), (2048, 15.0)), "mfu": (0.5, 0.6)},
+    derive=lambda p: {**p, "prompt": p["load"][0], "rate": p["load"][1]},
     mistakes=[
         Mistake("That is the prefill alone. TTFT also holds the wait behind the prefills ahead in the queue: "
                 "at this load the server is busy most of the time.", _t_prefill),
@@ -314,15 +404,18 @@ _IGNORE_QUEUEING = Question(
 
 _SLUGGISH = Question(
     "interview.pitfall_tpot_80ms_sluggish",
-    "Is a TPOT of 80 ms sluggish? An adult reads English non-fiction at about 238 words per minute, and "
+    "Is a TPOT of {tpot_ms:g} ms sluggish? An adult reads English non-fiction at about 238 words per minute, and "
     "English text averages 0.75 words per token. How many times faster than reading speed does text "
-    "arrive at 80 ms per token? (a ratio)",
-    answer=lambda p: float(tpot_for_reading_speed(READING_WPM, WORDS_PER_TOKEN)) / 0.080,
+    "arrive at {tpot_ms:g} ms per token? (a ratio)",
+    answer=lambda p: float(tpot_for_reading_speed(READING_WPM, WORDS_PER_TOKEN)) / p["tpot"],
+    params={"tpot": 0.080},
+    variants={"tpot": (0.05, 0.08, 0.1, 0.12)},
+    derive=lambda p: {**p, "tpot_ms": round(p["tpot"] * 1e3, 3)},
     mistakes=[
-        Mistake("You compared tokens per minute with words per minute: 80 ms per token is 750 tokens but "
-                "only 562 words per minute.", lambda p: (60 / 0.080) / READING_WPM),
+        Mistake("You compared tokens per minute with words per minute: a token is only three quarters of a "
+                "word, so there are fewer words than tokens per minute.", lambda p: (60 / p["tpot"]) / READING_WPM),
         Mistake("Upside down: that is how many times slower than reading it would be. Faster means "
-                "reading time per token over TPOT.", lambda p: 0.080 / float(tpot_for_reading_speed())),
+                "reading time per token over TPOT.", lambda p: p["tpot"] / float(tpot_for_reading_speed())),
     ],
     chapter="slo", difficulty="easy",
 )
@@ -330,37 +423,46 @@ _SLUGGISH = Question(
 # ---------------------------------------------------------------- more numbers
 _RIDGE_H200 = Question(
     "interview.ridge_h200",
-    "Ridge point of the H200 SXM (141 GB) for dense bf16 math, in FLOP/byte.",
-    answer=lambda p: ridge_point(H200),
+    "Ridge point of the {gpu} for dense bf16 math, in FLOP/byte.",
+    answer=lambda p: ridge_point(p["accelerator"]),
     unit="FLOP/B",
+    params={"accelerator": H200},
+    variants={"accelerator": (H200, "GH200-144GB", "H100-NVL-94GB")},
+    derive=lambda p: {**p, "gpu": {H200: "H200 SXM (141 GB)", "GH200-144GB": "GH200 (144 GB)",
+                                   "H100-NVL-94GB": "H100 NVL (94 GB)"}[p["accelerator"]]},
     mistakes=[
-        Mistake("That is the H100's ridge. The H200 has the same GH100 compute but 4.8 TB/s instead of "
-                "3.35 TB/s: more bandwidth, lower ridge.", lambda p: ridge_point(H100)),
+        Mistake("That is the H100 SXM's ridge. This GPU has GH100 compute too but more bandwidth than the "
+                "H100 SXM's 3.35 TB/s: more bandwidth, lower ridge.", lambda p: ridge_point(H100)),
         Mistake("Twice too large: that is the 2:4-sparse figure vendors headline. Use the dense peak.",
-                lambda p: 2 * ridge_point(H200)),
+                lambda p: 2 * ridge_point(p["accelerator"])),
     ],
     chapter="rooflines", difficulty="easy",
 )
 
 _RIDGE_A100 = Question(
     "interview.ridge_a100",
-    "Ridge point of the A100-SXM4-80GB for dense bf16 math, in FLOP/byte.",
-    answer=lambda p: ridge_point(A100),
+    "Ridge point of the {accelerator} for dense bf16 math, in FLOP/byte.",
+    answer=lambda p: ridge_point(p["accelerator"]),
     unit="FLOP/B",
+    params={"accelerator": A100},
+    variants={"accelerator": (A100, "A100-PCIe-80GB")},
     mistakes=[
-        Mistake("That is the A100-40GB, whose HBM2 gives 1.555 TB/s. The 80 GB part has HBM2e at 2.039 TB/s.",
+        Mistake("That is the A100-40GB, whose HBM2 gives 1.555 TB/s. The 80 GB parts have HBM2e, about 2 TB/s.",
                 lambda p: ridge_point("A100-SXM4-40GB")),
         Mistake("Twice too large: 624 TFLOP/s is the 2:4-sparse bf16 figure. Dense is 312.",
-                lambda p: 2 * ridge_point(A100)),
+                lambda p: 2 * ridge_point(p["accelerator"])),
     ],
     chapter="rooflines", difficulty="easy",
 )
 
 _H200_VS_H100 = Question(
     "interview.h200_vs_h100_decode",
-    "Llama-3.1-8B (bf16) decodes at batch 1 with 1024 tokens of context. How many times faster is one "
+    "{model} (bf16) decodes at batch 1 with {context} tokens of context. How many times faster is one "
     "decode step on an H200 SXM than on an H100 SXM (physical bound)? (a ratio)",
-    answer=lambda p: decode_step_time(M8, H100, 1, 1024) / decode_step_time(M8, H200, 1, 1024),
+    answer=lambda p: (decode_step_time(p["model"], H100, 1, p["context"])
+                      / decode_step_time(p["model"], H200, 1, p["context"])),
+    params={"model": M8, "context": 1024},
+    variants={"model": (M8, "Mistral-7B", "Qwen2.5-7B"), "context": (512, 1024, 4096)},
     mistakes=[
         Mistake("The two have the same compute, but decode at batch 1 is bandwidth-bound: the ratio of the "
                 "bandwidths (4.8 / 3.35 TB/s) sets the speed.", lambda p: 1.0),
@@ -373,49 +475,58 @@ _H200_VS_H100 = Question(
 
 _KV_70B = Question(
     "interview.kv_per_token_70b",
-    "How much KV cache does one token of Llama-3.1-70B add in bf16? (KiB)",
-    answer=lambda p: kv_bytes_per_token(M70, "bf16"),
+    "How much KV cache does one token of {model} add in bf16? (KiB)",
+    answer=lambda p: kv_bytes_per_token(p["model"], "bf16"),
     unit="KiB",
+    params={"model": M70},
+    variants={"model": (M70, "Qwen2.5-72B", "Llama-3.1-405B", M8)},
     mistakes=[
-        Mistake("You used the 64 query heads: Llama-3.1-70B has grouped-query attention with 8 KV heads.",
-                lambda p: kv_bytes_per_token(M70, "bf16") * get_model(M70).n_heads / get_model(M70).n_kv_heads),
+        Mistake("You used the query heads: the model has grouped-query attention with fewer KV heads.",
+                lambda p: kv_bytes_per_token(p["model"], "bf16") * get_model(p["model"]).n_heads
+                / get_model(p["model"]).n_kv_heads),
         Mistake("You counted K or V, not both: the cache holds a key and a value per head and layer.",
-                lambda p: kv_bytes_per_token(M70, "bf16") / 2),
+                lambda p: kv_bytes_per_token(p["model"], "bf16") / 2),
     ],
     chapter="memory", difficulty="easy",
 )
 
 _FLOOR_TP8 = Question(
     "interview.decode_floor_70b_tp8",
-    "The fastest a decode step of Llama-3.1-70B (bf16) can be on 8 x H100-SXM5-80GB with tensor "
-    "parallelism 8: batch 1, empty cache, physical bound, all-reduces free. (ms)",
-    answer=lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, tensor_parallel=8)),
+    "The fastest a decode step of {model} (bf16) can be on {tp} x {accelerator} with tensor "
+    "parallelism {tp}: batch 1, empty cache, physical bound, all-reduces free. (ms)",
+    answer=lambda p: float(tensor_parallel_decode_time(p["model"], p["accelerator"], 1, 0, tensor_parallel=p["tp"])),
     unit="ms",
+    params=dict(_SYSTEM_8X),
+    variants={"model": (M70, "Qwen2.5-72B"), "accelerator": (H100, H200), "tp": (4, 8)},
     mistakes=[
-        Mistake("That is one GPU reading all 141 GB of weights. With TP 8 each GPU reads its eighth, in "
-                "parallel.", lambda p: float(tensor_parallel_decode_time(M70, H100, 1, 0, tensor_parallel=8)) * 8),
+        Mistake("That is one GPU reading all the weights. With TP N each GPU reads 1/N of them, in "
+                "parallel.",
+                lambda p: float(tensor_parallel_decode_time(p["model"], p["accelerator"], 1, 0, tensor_parallel=p["tp"])) * p["tp"]),
     ],
     chapter="parallelism", difficulty="medium",
 )
 
 
 def _kv_budget_tp8(p):
-    return float(memory_available_for_kv(M70, H100, tensor_parallel=8))
+    return float(memory_available_for_kv(p["model"], p["accelerator"], tensor_parallel=p["tp"]))
 
 
 _MAX_BATCH = Question(
     "interview.max_batch_70b_tp8",
-    "How many sequences of 8192 tokens fit next to Llama-3.1-70B (bf16 weights and KV cache) on "
-    "8 x H100-SXM5-80GB with tensor parallelism 8, with vLLM's gpu_memory_utilization = 0.9 (catalog 80 GB "
+    "How many sequences of {context} tokens fit next to {model} (bf16 weights and KV cache) on "
+    "{tp} x {accelerator} with tensor parallelism {tp}, with vLLM's gpu_memory_utilization = 0.9 (catalog 80 GB "
     "per GPU, no other reserve)? (sequences, a whole number)",
-    answer=lambda p: float(max_batch_size(M70, H100, 8192, tensor_parallel=8)),
+    answer=lambda p: float(max_batch_size(p["model"], p["accelerator"], p["context"], tensor_parallel=p["tp"])),
     rel_tol=1e-9,
+    params={**_SYSTEM_8X, "context": 8192},
+    variants={"model": (M70, "Qwen2.5-72B"), "tp": (4, 8), "context": (4096, 8192, 16384)},
     mistakes=[
-        Mistake("You used all 80 GB: vLLM lets the server take gpu_memory_utilization = 0.9 of it.",
-                lambda p: float(max_batch_size(M70, H100, 8192, tensor_parallel=8, gpu_memory_utilization=1.0))),
-        Mistake("With TP 8 each GPU holds 1/8 of the KV heads, so each GPU stores only an eighth of every "
+        Mistake("You used all the memory: vLLM lets the server take gpu_memory_utilization = 0.9 of it.",
+                lambda p: float(max_batch_size(p["model"], p["accelerator"], p["context"], tensor_parallel=p["tp"],
+                                               gpu_memory_utilization=1.0))),
+        Mistake("With TP N each GPU holds 1/N of the KV heads, so each GPU stores only 1/N of every "
                 "token's KV cache.",
-                lambda p: float(int(_kv_budget_tp8(p) // (8192 * kv_bytes_per_token(M70))))),
+                lambda p: float(int(_kv_budget_tp8(p) // (p["context"] * kv_bytes_per_token(p["model"]))))),
     ],
     chapter="memory", difficulty="medium",
 )
@@ -526,6 +637,12 @@ _QUEUEING_GROWTH = Question(
          r"M/D/1|variab|half|C_?s|coefficient of variation|Pollaczek|Kingman|M/G/1"),
     ),
     mistakes=[
+        _inverted("grows linearly or stays finite",
+                  "Not linearly: the wait grows like 1 / (1 - rho), hyperbolically, and diverges as rho goes to 1.",
+                  "grows linearly",
+                  r"(?:increases|rises) linearly",
+                  r"(?:converges|stays finite|stays bounded|levels off|saturates) as (?:rho|the utili[sz]ation)",
+                  rf"M/D/1{_GAP}(?:twice|longer|more) (?:as long|than)"),
         Mistake("Queueing delay is not exponential in the load: it grows like 1 / (1 - rho), hyperbolically. "
                 "It is gentle until about 70-80 % and then diverges.",
                 lambda p: _claim("grows exponentially", r"(?:increases|rises|explodes|blows up) exponentially",
@@ -553,6 +670,15 @@ _PREFILL_DECODE = Question(
          r"intensity|FLOPs? per byte|FLOP/B|ridge"),
     ),
     mistakes=[
+        _inverted("prefill below the ridge, decode above",
+                  "The other way round: prefill's intensity (about the prompt length) is far above the ridge, "
+                  "decode's (about the batch) below it.",
+                  "prefill is below the ridge",
+                  rf"prompt length{_GAP}below the ridge",
+                  rf"prefill{_GAP}below the ridge",
+                  rf"prefill[^.;:!?]{{0,80}}?intensity{_GAP}below the ridge",
+                  rf"batch size{_GAP}above the ridge",
+                  rf"decode{_GAP}above the ridge"),
         Mistake("Decode is compute-bound only at a batch above the ridge point (a few hundred sequences), "
                 "rarely reached: at typical batches it is bandwidth-bound.",
                 lambda p: _claim("decode is compute-bound",
@@ -582,6 +708,12 @@ _METRICS = Question(
          r"TTFT\s*\+|TTFT plus|\+\s*\(?n\s*[-−]\s*1|sum of"),
     ),
     mistakes=[
+        _inverted("TPOT includes the first token",
+                  "TPOT is the time per output token after the first; TTFT runs from arrival, queueing included.",
+                  "TPOT includes the first token",
+                  r"TPOT[^.;:!?]{0,60}?(?:before|including) the first",
+                  r"TTFT[^.;:!?]{0,40}?(?:excludes|excluding|without|not including) (?:the )?queu",
+                  r"TTFT[^.;:!?]{0,30}?(?:to|until) (?:the|its) last token"),
         Mistake("TPOT excludes the first token: (E2E - TTFT) / (n - 1), not E2E / n (which mixes the prefill "
                 "into every token).",
                 lambda p: _claim("E2E divided by n", r"E2E ?/ ?n\b(?! ?[-−])")),
@@ -612,6 +744,15 @@ _KV_CACHE = Question(
          r"GQA|grouped|MQA|multi-query|fp8|quanti|paged|paging|KV heads"),
     ),
     mistakes=[
+        _inverted("the cache shrinks with the context",
+                  "The KV cache grows with context length and batch (a key and a value per token); the weights "
+                  "are stored once.",
+                  "the cache shrinks with the context",
+                  rf"(?:KV cache|cache){_GAP}(?:shrinks|falls|decreases) (?:with|as)",
+                  r"weights? (?:are |is )?(?:stored|kept) (?:many times|per sequence|for each sequence)",
+                  rf"(?:more|extra) KV heads{_GAP}(?:raise|increase|help|more sequences)",
+                  rf"weights{_GAP}grow with (?:the )?(?:batch|context)",
+                  r"attention (?:does|must) recompute"),
         Mistake("KV memory is linear in the context (one key and value per token). Attention *compute* over a "
                 "whole prompt is what grows quadratically.",
                 lambda p: _claim("grows quadratically", r"quadratic(?:ally)? (?:in|with) (?:the )?(?:context|sequence|length)")),
@@ -640,6 +781,15 @@ _TP = Question(
          r"per[- ]GPU|replica|data[- ]parallel|throughput per|cost per token"),
     ),
     mistakes=[
+        _inverted("TP raises TPOT or per-GPU throughput",
+                  "The other way round: tensor parallelism lowers TPOT (each GPU reads 1/N of the weights) and "
+                  "per-GPU throughput falls as N grows.",
+                  "raises TPOT",
+                  r"(?:raises|increases|lengthens) (?:the )?(?:TPOT|step time|per-token latency)",
+                  rf"(?:TPOT|step time){_GAP}(?:rises|grows|increases|goes up|gets longer)",
+                  rf"per-GPU throughput{_GAP}(?:rises|grows|increases|goes up)",
+                  r"per-GPU throughput (?:scales|grows) (?:linearly )?with",
+                  r"(?:leaves|frees|gives) less memory"),
         Mistake("Throughput per GPU does not scale linearly with TP: the all-reduces add latency, KV heads "
                 "replicate beyond K GPUs, and per-GPU throughput falls.",
                 lambda p: _claim("linear speedup", r"(?:throughput|speed) (?:scales|grows) linearly with (?:the )?(?:number of )?GPUs")),
@@ -668,6 +818,14 @@ _PAGED = Question(
          r"(more|larger|bigger) (sequences|batch|requests)|batch (size )?(grows|rises|increases)|throughput"),
     ),
     mistakes=[
+        _inverted("paging fits fewer sequences",
+                  "Paging frees the memory that reservations waste, so more sequences fit: a larger batch, not a "
+                  "smaller one; the waste is at most one partial block per sequence.",
+                  "fits fewer sequences",
+                  rf"(?:memory freed|paging|PagedAttention|it){_GAP}(?:fewer|less) sequences",
+                  rf"(?:memory freed|paging|PagedAttention){_GAP}a smaller batch",
+                  r"wastes? at least",
+                  r"(?:most|all) of the reservation is used"),
         Mistake("Paging changes where the KV cache lives, not how much math attention does: the gain is "
                 "memory, hence the batch.",
                 lambda p: _claim("fewer FLOPs", r"(?:reduces|cuts|lowers) (?:the )?(?:attention )?FLOPs")),
@@ -697,6 +855,14 @@ _CHUNKED = Question(
          r"TTFT|first token|re-?read|overhead"),
     ),
     mistakes=[
+        _inverted("small chunks, memory-bound",
+                  "A chunk should be large enough for the matmuls to be compute-bound (about the ridge point); "
+                  "the price is a slightly longer TTFT, not a shorter one.",
+                  "chunks small enough to be memory-bound",
+                  rf"(?:small|short) enough{_GAP}(?:memory|bandwidth)[- ]bound",
+                  rf"chunks?{_GAP}(?:memory|bandwidth)[- ]bound",
+                  r"TTFT (?:shrinks|falls|drops|improves|decreases|gets shorter)",
+                  rf"chunk(?:ing|ed prefill)?{_GAP}(?:raises|increases|lengthens) (?:the )?(?:TPOT|inter-token)"),
         Mistake("Chunking does not reduce the prefill's FLOPs: the same tokens pass through the same weights "
                 "(and each chunk re-reads the cache of the chunks before it).",
                 lambda p: _claim("chunking reduces the FLOPs", r"(?:fewer|less) (?:total )?(?:prefill )?FLOPs")),
@@ -726,6 +892,14 @@ _DISAGG = Question(
          r"tight|strict|long prompt|goodput|SLO"),
     ),
     mistakes=[
+        _inverted("pays off with loose SLOs and short prompts",
+                  "It pays off with tight SLOs and long prompts; with loose SLOs and short prompts a colocated "
+                  "server does as well without the KV transfer.",
+                  "pays off with loose SLOs",
+                  rf"(?:pays off|helps|wins|worth it){_GAP}(?:loose|relaxed|short prompts?)",
+                  rf"(?:loose|relaxed) SLOs?{_GAP}(?:pays off|helps|wins)",
+                  r"(?:simpler|less complex) (?:to )?operat",
+                  r"(?:a )?(?:small|smaller) decode batch(?:es)? delays?"),
         Mistake("Disaggregation is not always better: it adds a KV transfer per request and splits the "
                 "GPUs into pools that can sit idle; with loose SLOs a colocated server with chunked prefill "
                 "often gives more goodput per GPU.",
@@ -756,6 +930,14 @@ _MFU_MBU = Question(
          r"prefill|large batch|compute[- ]bound"),
     ),
     mistakes=[
+        _inverted("decode judged by MFU",
+                  "Decode at ordinary batch sizes is memory-bound: MBU is its measure, MFU the one for prefill "
+                  "and large batches.",
+                  "decode is compute-bound",
+                  r"decod(?:e|ing)[^.;:!?]{0,40}?(?:is|are) (?:usually |mostly |always )?compute[- ]bound",
+                  rf"MFU{_GAP}(?:small|memory[- ]bound) batch",
+                  rf"MBU{_GAP}(?:prefill|large batch)",
+                  rf"(?:judge|measure){_GAP}decode{_GAP}MFU"),
         Mistake("At ordinary batch sizes decode's MFU is low by physics (intensity about B FLOPs per byte): "
                 "judge decode by MBU.",
                 lambda p: _claim("decode should reach high MFU", r"decode[^.]*(?:should|must) (?:reach|have|hit) (?:a )?high MFU")),
@@ -788,6 +970,15 @@ _QUANT = Question(
          r"KV|batch|capacity|accuracy|quality|perplexity"),
     ),
     mistakes=[
+        _inverted("TPOT or the knee rises",
+                  "Backwards: int4 weights shrink the weight read, so TPOT falls, and the knee B* = R b_w / 2 "
+                  "falls with b_w.",
+                  "TPOT rises with int4",
+                  rf"TPOT{_GAP}(?:climbs|rises|grows|increases|goes up)",
+                  rf"(?:knee|B\*){_GAP}(?:climbs|rises|grows|increases|goes up|moves up)",
+                  rf"prefill{_GAP}(?:memory|bandwidth)[- ]bound",
+                  rf"prefill{_GAP}(?:4x|four times|much) faster",
+                  r"(?:less|smaller) KV cache"),
         Mistake("Weight-only int4 dequantises to bf16 and computes in bf16: the FLOP/s do not change, only the "
                 "bytes do.",
                 lambda p: _claim("quadruples the FLOP", r"(?:more|higher|faster) (?:tensor[- ]core )?FLOP/?s (?:with|from) (?:weight-only )?int4")),
@@ -817,6 +1008,18 @@ _SPEC = Question(
          r"(large|high|big) batch|compute[- ]bound|knee|throughput[^.]*(drop|fall|hurt|lower|suffer)"),
     ),
     mistakes=[
+        _inverted("helps at large batch, hurts at small batch",
+                  "The other way round: speculation helps at small batch, where decode is memory-bound, and hurts "
+                  "at large batch, past the knee, where compute is the bottleneck.",
+                  "helps at large batch",
+                  rf"helps?{_GAP}(?:large|high|big) batch",
+                  rf"(?:large|high|big) batch{_GAP}(?:helps|pays off|wins)",
+                  rf"hurts?{_GAP}(?:small|low) batch",
+                  rf"(?:small|low) batch{_GAP}(?:hurts|loses|slows)",
+                  rf"helps?{_GAP}compute[- ]bound",
+                  rf"(?:small|low) batch{_GAP}\(?(?:past the knee|compute[- ]bound)",
+                  r"(?:yields?|gives?|produces?) (?:less|fewer) tokens",
+                  r"output distribution (?:is |gets )?changed"),
         Mistake("With rejection sampling the output distribution is exactly the target model's: speculation "
                 "changes the speed, not the quality.",
                 lambda p: _claim("changes the output distribution", r"(?:lowers|worsens|degrades|reduces) (?:the )?(?:output )?quality")),
@@ -842,6 +1045,14 @@ _PERCENTILE = Question(
          r"queue|load|utili[sz]ation|saturat|burst"),
     ),
     mistakes=[
+        _inverted("the mean shows the tail",
+                  "A mean hides the tail: a few slow requests barely move it, and queueing stretches the tail "
+                  "faster than the mean.",
+                  "the mean shows the tail",
+                  rf"mean (?:shows|reveals|captures){_GAP}tail",
+                  rf"(?:slow requests|outliers){_GAP}(?:sharply|strongly|greatly) (?:move|shift|raise)",
+                  rf"tail{_GAP}slower than the mean",
+                  r"(?:few|least|no) users (?:ever )?(?:meet|see|hit) the (?:slow )?tail"),
         Mistake("The mean is not enough: a low mean is compatible with a long, painful tail.",
                 lambda p: _claim("the mean is enough", r"(?:average|mean) (?:is|tells you) (?:all|everything)")),
     ],
@@ -870,6 +1081,13 @@ _CAPACITY = Question(
          r"memory|\bfits?\b|\bKV\b|\bTP\b|tensor[- ]parallel"),
     ),
     mistakes=[
+        _inverted("round down, plan near full utilisation",
+                  "Round up and keep headroom: utilisation well below 1, since waits grow like 1 / (1 - rho).",
+                  "round down",
+                  r"round(?:ed|ing)? (?:it )?down",
+                  rf"utili[sz]ation{_GAP}(?:above|over|at|near) 1\b",
+                  r"waits? (?:shrink|fall|drop)",
+                  r"beyond the SLOs?"),
         Mistake("Size for the peak (or a high percentile) of the load, with utilisation below 1: queueing "
                 "waits grow like 1 / (1 - rho).",
                 lambda p: _claim("size for the average load", r"(?:plan|provision) for the (?:average|mean) (?:load|rate)")),
@@ -900,6 +1118,12 @@ _VALIDATE = Question(
          r"calibrat|\bfit|re-?predict|another|held[- ]out|second|compare"),
     ),
     mistakes=[
+        _inverted("the model as an upper bound on time",
+                  "At MFU = MBU = 1 the model is a lower bound on the step time: a slower measurement is expected.",
+                  "the measurement should be faster",
+                  r"(?:is|gives) an? (?:upper|higher) bound(?! on (?:the )?throughput)",
+                  rf"(?:measurement|measured){_GAP}faster{_GAP}expected",
+                  r"expect(?:ed)?[^.;:!?]{0,30}?faster than (?:the )?(?:model|prediction|bound)"),
         Mistake("A first-principles bound is supposed to be faster than reality; the gap is information "
                 "(an efficiency to calibrate), not a reason to drop the model.",
                 lambda p: _claim("throw away the model", r"the model is useless")),

@@ -26,6 +26,7 @@ from ..memory import (
 )
 from ..models import get_model, kv_bytes_per_token, weight_bytes
 from ..units import GB, GiB, MiB
+from ._variants import GQA_8B_CLASS, named
 
 # symbols of the derivation: the book's, plus u (gpu_memory_utilization) and R (reserve bytes)
 _u = sp.Symbol("u", positive=True)
@@ -71,13 +72,14 @@ def _b_max_expr(two=2, heads=sy.K, weights_split=True, kv_split=True, layers=Tru
 QUESTIONS = [
     Question(
         "memory.weights_per_gpu",
-        "Llama-3.1-70B is stored in fp8 and split over 4 GPUs with tensor parallelism. "
+        "{model} is stored in fp8 and split over {tp} GPUs with tensor parallelism. "
         "How many GB of weights does each GPU hold? (GB)",
         answer=lambda p: weight_bytes_per_gpu(p["model"], weight_dtype="fp8", tensor_parallel=p["tp"]),
         unit="GB",
         params={"model": "Llama-3.1-70B", "tp": 4},
+        variants={"model": ("Llama-3.1-70B", "Qwen2.5-72B", "Llama-2-70B", "Mixtral-8x7B"), "tp": (2, 4, 8)},
         mistakes=[
-            Mistake("That is the whole model: with tensor_parallel = 4 each GPU holds a quarter.",
+            Mistake("That is the whole model: with tensor_parallel = N each GPU holds 1/N of it.",
                     lambda p: weight_bytes(p["model"], "fp8")),
             Mistake("That is bf16 (2 bytes per weight); fp8 stores 1 byte per weight.",
                     lambda p: weight_bytes_per_gpu(p["model"], weight_dtype="bf16", tensor_parallel=p["tp"])),
@@ -87,31 +89,33 @@ QUESTIONS = [
     ),
     Question(
         "memory.kv_per_token_fp8",
-        "How many bytes of KV cache does one token of Llama-3.1-405B add with an fp8 KV cache? (bytes)",
+        "How many bytes of KV cache does one token of {model} add with an fp8 KV cache? (bytes)",
         answer=lambda p: kv_bytes_per_token(p["model"], p["kv_dtype"]),
         unit="B",
         params={"model": "Llama-3.1-405B", "kv_dtype": "fp8"},
+        variants={"model": ("Llama-3.1-405B", "Llama-3.1-70B", "Qwen2.5-72B", "Llama-3.1-8B", "Mistral-7B")},
         mistakes=[
-            Mistake("You used the 128 query heads; the cache holds only the 8 KV heads (GQA).",
+            Mistake("You used the query heads; the cache holds only the KV heads (GQA).",
                     lambda p: _kv_token(p, heads="query")),
             Mistake("You stored K but not V: the factor 2 is one key and one value vector.",
                     lambda p: _kv_token(p, factor=1.0)),
             Mistake("That is bf16 (2 bytes per element); fp8 is 1 byte.",
                     lambda p: _kv_token(p, dtype="bf16")),
-            Mistake("That is one layer's worth: each of the 126 layers keeps its own K and V.",
+            Mistake("That is one layer's worth: each layer keeps its own K and V.",
                     lambda p: _kv_token(p, layers=False)),
         ],
     ),
     Question(
         "memory.kv_long_sequence",
-        "How large is the bf16 KV cache of one 32768-token request to Qwen2.5-7B? (GiB)",
+        "How large is the bf16 KV cache of one {context}-token request to {model}? (GiB)",
         answer=lambda p: kv_bytes_per_sequence(p["model"], p["context"], kv_dtype="bf16"),
         unit="GiB",
         params={"model": "Qwen2.5-7B", "context": 32768},
+        variants={"model": GQA_8B_CLASS, "context": (8192, 16384, 32768)},
         mistakes=[
             Mistake("You computed GB (1e9 bytes) but the question asks for GiB (2**30 bytes).",
                     lambda p: kv_bytes_per_sequence(p["model"], p["context"]) * GiB / GB),
-            Mistake("You used the 28 query heads; Qwen2.5-7B caches only 4 KV heads.",
+            Mistake("You used the query heads; the model caches only its KV heads (GQA).",
                     lambda p: _kv_token(p, heads="query") * p["context"]),
             Mistake("You stored K but not V: multiply by 2.",
                     lambda p: _kv_token(p, factor=1.0) * p["context"]),
@@ -120,103 +124,118 @@ QUESTIONS = [
     Question(
         "memory.static_batch_kv",
         "LMDeploy benchmarked Llama-2-7B (fp16) at batch 64 with 2048 prompt + 2048 output "
-        "tokens on an A100-80GB. How much KV cache do 64 sequences of 4096 tokens need? (GiB)",
+        "tokens on an A100-80GB. How much KV cache do {batch} sequences of {context} tokens of {model} "
+        "(fp16) need? (GiB)",
         answer=lambda p: p["batch"] * kv_bytes_per_sequence(p["model"], p["context"], kv_dtype="fp16"),
         unit="GiB",
         params={"model": "Llama-2-7B", "batch": 64, "context": 4096},
+        variants={"model": ("Llama-2-7B", "Llama-2-13B"), "batch": (16, 32, 64, 128), "context": (2048, 3072, 4096)},
         mistakes=[
-            Mistake("You stored K but not V: multiply by 2 (Llama-2-7B has 0.5 MiB per token).",
+            Mistake("You stored K but not V: multiply by 2.",
                     lambda p: p["batch"] * _kv_token(p, factor=1.0) * p["context"]),
-            Mistake("That is one layer's worth: each of the 32 layers keeps its own K and V.",
+            Mistake("That is one layer's worth: each layer keeps its own K and V.",
                     lambda p: p["batch"] * _kv_token(p, layers=False) * p["context"]),
-            Mistake("That is one sequence; the batch holds 64 of them.",
+            Mistake("That is one sequence; the batch holds B of them.",
                     lambda p: kv_bytes_per_sequence(p["model"], p["context"], kv_dtype="fp16")),
         ],
     ),
     Question(
         "memory.max_batch",
-        "Llama-3.1-8B in bf16 (weights and KV cache) on one H100 SXM: the catalog's 80 GB, "
-        "gpu_memory_utilization 0.9, no other reserve. What is the largest batch of 8192-token "
+        "{model} in bf16 (weights and KV cache) on one {gpu}: the catalog's {gpu_gb:g} GB, "
+        "gpu_memory_utilization 0.9, no other reserve. What is the largest batch of {context}-token "
         "sequences? (a whole number)",
         answer=_max_batch,
         unit=None,
         rel_tol=0.005,
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 8192},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB",
+                                                          "MI300X"),
+                  "context": (4096, 8192, 16384)},
+        derive=named(gpu="accelerator"),
         mistakes=[
-            Mistake("You used all 80 GB; the server may use only gpu_memory_utilization = 0.9 of it.",
+            Mistake("You used all the memory; the server may use only gpu_memory_utilization = 0.9 of it.",
                     lambda p: _batch(p, utilization=1.0)),
-            Mistake("You used the 32 query heads; the KV cache holds only the 8 KV heads.",
+            Mistake("You used the query heads; the KV cache holds only the KV heads (GQA).",
                     lambda p: _batch(p, kv_per_token=_kv_token(p, heads="query"))),
             Mistake("You stored K but not V: each token needs one key and one value per KV head.",
                     lambda p: _batch(p, kv_per_token=_kv_token(p, factor=1.0))),
-            Mistake("You forgot the weights: they take 16 GB of the 72 GB before any KV cache.",
+            Mistake("You forgot the weights: they take their share of the usable memory before any KV cache.",
                     lambda p: _batch(p, weights=0.0)),
-            Mistake("You read the 80 GB as 80 GiB; the catalog's figure is decimal (80e9 bytes).",
+            Mistake("You read the catalog's GB as GiB; its figure is decimal (1e9 bytes per GB).",
                     lambda p: _batch(p, memory=get_accelerator(p["accelerator"]).memory_bytes
                                      * GiB / GB)),
         ],
     ),
     Question(
         "memory.kv_per_gpu_replicated",
-        "Llama-3.1-405B (8 KV heads) runs with tensor_parallel = 16 and a bf16 KV cache. "
+        "{model} (8 KV heads) runs with tensor_parallel = {tp} and a bf16 KV cache. "
         "How many bytes of KV cache does one token add on each GPU? (bytes)",
         answer=lambda p: kv_bytes_per_token_per_gpu(p["model"], tensor_parallel=p["tp"]),
         unit="B",
         params={"model": "Llama-3.1-405B", "tp": 16},
+        variants={"model": ("Llama-3.1-405B", "Llama-3.1-70B", "Qwen2.5-72B")},
         mistakes=[
-            Mistake("8 KV heads cannot be split 16 ways: half a head does not exist. Each GPU keeps "
-                    "one whole KV head, and every head is stored on 2 GPUs.",
+            Mistake("8 KV heads cannot be split more than 8 ways: half a head does not exist. Each GPU "
+                    "keeps one whole KV head, and every head is stored on N / 8 GPUs.",
                     lambda p: kv_bytes_per_token(p["model"], "bf16") / p["tp"]),
             Mistake("That is the whole model's cache per token; the question asks per GPU.",
                     lambda p: kv_bytes_per_token(p["model"], "bf16")),
-            Mistake("That is the sum over all 16 GPUs; the question asks per GPU.",
+            Mistake("That is the sum over all the GPUs; the question asks per GPU.",
                     lambda p: kv_bytes_per_token_per_gpu(p["model"], tensor_parallel=p["tp"]) * p["tp"]),
         ],
     ),
     Question(
         "memory.min_tensor_parallel",
-        "What is the smallest tensor-parallel degree that fits Llama-3.1-405B in bf16 on H100 SXM "
-        "GPUs (catalog 80 GB, gpu_memory_utilization 0.9) with room for one 8192-token sequence? "
+        "What is the smallest tensor-parallel degree that fits {model} in bf16 on {gpu} "
+        "GPUs (catalog {gpu_gb:g} GB, gpu_memory_utilization 0.9) with room for one {context}-token sequence? "
         "(a whole number)",
         answer=lambda p: min_tensor_parallel(p["model"], p["accelerator"], p["context"]),
         unit=None,
         rel_tol=0.001,
         params={"model": "Llama-3.1-405B", "accelerator": "H100-SXM5-80GB", "context": 8192},
+        variants={"accelerator": ("H100-SXM5-80GB", "A100-SXM4-80GB", "H200-SXM-141GB", "MI300X"),
+                  "context": (4096, 8192, 16384)},
+        derive=named(gpu="accelerator"),
         mistakes=[
-            Mistake("ceil(weights / 80 GB) forgets both gpu_memory_utilization = 0.9 and that the "
+            Mistake("ceil(weights / memory) forgets both gpu_memory_utilization = 0.9 and that the "
                     "degree must split 128 query heads and 8 KV heads evenly.",
                     lambda p: math.ceil(weight_bytes(p["model"], "bf16")
                                         / get_accelerator(p["accelerator"]).memory_bytes)),
-            Mistake("12 GPUs would have room, but 12 does not divide 128 query heads (or 8 KV heads): "
-                    "the degree must split the heads evenly.",
+            Mistake("That many GPUs would have room, but the degree must split the 128 query heads "
+                    "(and 8 KV heads) evenly.",
                     lambda p: math.ceil(weight_bytes(p["model"], "bf16")
                                         / (0.9 * get_accelerator(p["accelerator"]).memory_bytes))),
-            Mistake("Rounded down: with 8 GPUs each would hold 101.5 GB of weights, more than 80 GB.",
+            Mistake("Rounded down: with that few GPUs the weights alone would not fit.",
                     lambda p: 2 ** math.floor(math.log2(weight_bytes(p["model"], "bf16")
                                               / (0.9 * get_accelerator(p["accelerator"]).memory_bytes)))),
         ],
     ),
     Question(
         "memory.paged_blocks",
-        "With vLLM's default block size of 16 tokens, how many KV blocks does a 1000-token "
+        "With {block_text}, how many KV blocks does a {context}-token "
         "sequence occupy? (a whole number)",
         answer=lambda p: paged_kv_blocks(p["context"], p["block"]),
         unit=None,
         rel_tol=0.001,
         params={"context": 1000, "block": 16},
+        variants={"context": (1000, 777, 1500, 2049, 3100), "block": (16, 32)},
+        derive=lambda p: {**p, "block_text": ("vLLM's default block size of 16 tokens" if p["block"] == 16
+                                              else f"a block size of {p['block']} tokens")},
         mistakes=[
-            Mistake("Rounded down: the last 8 tokens need a block of their own.",
+            Mistake("Rounded down: the tokens left over need a block of their own.",
                     lambda p: p["context"] // p["block"]),
-            Mistake("Blocks come whole: 62.5 blocks means 63.", lambda p: p["context"] / p["block"]),
+            Mistake("Blocks come whole: a fractional count of blocks rounds up.",
+                    lambda p: p["context"] / p["block"]),
         ],
     ),
     Question(
         "memory.reserved_waste",
-        "A server reserves KV cache for 4096 tokens per request, but requests end after 600 tokens "
+        "A server reserves KV cache for {reserved} tokens per request, but requests end after {mean_len} tokens "
         "on average. What fraction of the reserved KV memory holds no token? (a fraction, 0 to 1)",
         answer=lambda p: 1 - p["mean_len"] / p["reserved"],
         unit=None,
         params={"mean_len": 600, "reserved": 4096},
+        variants={"mean_len": (400, 600, 900, 1500), "reserved": (2048, 4096, 8192)},
         mistakes=[
             Mistake("That is the fraction that is used; the question asks for the part wasted.",
                     lambda p: p["mean_len"] / p["reserved"]),
@@ -224,24 +243,30 @@ QUESTIONS = [
     ),
     Question(
         "memory.gib_trap",
-        "nvidia-smi shows an A100-SXM4-80GB's memory as 81920 MiB. How many GB (decimal) is that? (GB)",
+        "nvidia-smi shows {card_name} memory as {mib} MiB. How many GB (decimal) is that? (GB)",
         answer=lambda p: p["mib"] * MiB,
         unit="GB",
-        params={"mib": 81920},
+        params={"card": ("an A100-SXM4-80GB's", 81920)},
+        variants={"card": (("an A100-SXM4-80GB's", 81920), ("an A100-SXM4-40GB's", 40960), ("a 24 GiB card's", 24576),
+                           ("a 48 GiB card's", 49152))},
+        derive=lambda p: {**p, "mib": p["card"][1], "card_name": p["card"][0]},
         mistakes=[
-            Mistake("81920 MiB = 80 GiB, not 80 GB: a GiB is 2**30 = 1.074e9 bytes.",
+            Mistake("MiB / 1024 gives GiB, not GB: a GiB is 2**30 = 1.074e9 bytes.",
                     lambda p: p["mib"] * MiB / GiB * GB),
             Mistake("A MiB is 2**20 = 1,048,576 bytes, not 1e6.", lambda p: p["mib"] * 1e6),
         ],
     ),
     Question(
         "memory.full_memory_step",
-        "Llama-3.1-8B in bf16 runs on one H100 SXM at the largest batch of 8192-token sequences "
-        "that fits (catalog 80 GB, gpu_memory_utilization 0.9). At the physical bound, how long "
+        "{model} in bf16 runs on one {gpu} at the largest batch of {context}-token sequences "
+        "that fits (catalog {gpu_gb:g} GB, gpu_memory_utilization 0.9). At the physical bound, how long "
         "does one decode step take just to read the weights and every sequence's KV cache once? (ms)",
         answer=lambda p: sum(_step_parts(p)),
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 8192},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+                  "context": (4096, 8192, 16384)},
+        derive=named(gpu="accelerator"),
         mistakes=[
             Mistake("You read only the weights: each step also reads every sequence's KV cache, "
                     "B x S x kv bytes, which grows with batch x context.",

@@ -25,6 +25,7 @@ _alpha, _beta, _m = sp.symbols("alpha beta m", positive=True)
 _N, _F, _W, _b_w = symbolic.N, symbolic.F, symbolic.W, symbolic.b_w
 
 _LLAMA70, _H100 = "Llama-3.1-70B", "H100-SXM5-80GB"
+_70B_CLASS = (_LLAMA70, "Qwen2.5-72B")
 _NCCL = {"alpha": 0.6e-6, "alpha0": 6.6e-6}
 _REAL = {"mfu": 0.6, "mbu": 0.65, **NCCL_NVLINK_ALLREDUCE}
 
@@ -67,16 +68,17 @@ def _per_gpu_at_fixed_batch(p, n):
 QUESTIONS = [
     Question(
         "parallelism.ring_bytes",
-        "In one ring all-reduce of a decode step's activations (Llama-3.1-70B, batch 64, bf16, TP = 8), "
+        "In one ring all-reduce of a decode step's activations ({model}, batch {batch}, bf16, TP = {tp}), "
         "how many bytes does each GPU send? (bytes)",
         answer=lambda p: ring_allreduce_bytes(_message(p), p["tp"]),
         unit="B",
         params={"model": _LLAMA70, "batch": 64, "tp": 8},
+        variants={"model": _70B_CLASS + ("Llama-3.1-405B", "Llama-3.1-8B"), "batch": (16, 64, 256), "tp": (4, 8)},
         mistakes=[
             Mistake("That is one phase only (the reduce-scatter). A ring all-reduce is a reduce-scatter "
                     "and an all-gather: 2 (N - 1) / N of the message.",
                     lambda p: (p["tp"] - 1) / p["tp"] * _message(p)),
-            Mistake("You sent the message once; the ring moves 2 (N - 1) / N of it (1.75x for N = 8).",
+            Mistake("You sent the message once; the ring moves 2 (N - 1) / N times it.",
                     lambda p: _message(p)),
             Mistake("Each of the 2 (N - 1) steps sends one 1/N chunk, not the whole message.",
                     lambda p: 2 * (p["tp"] - 1) * _message(p)),
@@ -84,24 +86,27 @@ QUESTIONS = [
     ),
     Question(
         "parallelism.allreduce_us",
-        "How long does that all-reduce take on H100 SXM NVLink at the physical bound (alpha = 0)? (µs)",
+        "How long does one ring all-reduce of a decode step's activations ({model}, batch {batch}, bf16, "
+        "TP = {tp}) take on H100 SXM NVLink at the physical bound (alpha = 0)? (µs)",
         answer=lambda p: allreduce_time(_message(p), p["tp"], _link(p)),
         unit="us",
         params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "tp": 8},
+        variants={"model": _70B_CLASS + ("Llama-3.1-405B",), "batch": (16, 64, 256), "tp": (4, 8)},
         mistakes=[
             Mistake("NVLink 4's 900 GB/s counts both directions; a ring sends one way, at 450 GB/s.",
                     lambda p: allreduce_time(_message(p), p["tp"], 2 * _link(p))),
-            Mistake("You left out the ring factor 2 (N - 1) / N: each GPU sends 1.75x the message for N = 8.",
+            Mistake("You left out the ring factor: each GPU sends 2 (N - 1) / N times the message.",
                     lambda p: _message(p) / _link(p)),
         ],
     ),
     Question(
         "parallelism.comm_per_step",
-        "All-reduce time of one decode step of Llama-3.1-70B, batch 64, TP = 8 on H100 NVLink, with NCCL's "
+        "All-reduce time of one decode step of {model}, batch {batch}, TP = {tp} on H100 NVLink, with NCCL's "
         "latencies (alpha_0 = 6.6 µs per call, alpha = 0.6 µs per ring step) and 450 GB/s. (ms)",
         answer=lambda p: _step_comm(p),
         unit="ms",
         params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "tp": 8, **_NCCL},
+        variants={"model": _70B_CLASS, "batch": (32, 64, 128), "tp": (4, 8)},
         mistakes=[
             Mistake("Each layer has two all-reduces (after attention and after the FFN), not one.",
                     lambda p: _step_comm(p, per_layer=1)),
@@ -109,35 +114,37 @@ QUESTIONS = [
                     lambda p: _step_comm(p, bytes_=False)),
             Mistake("You left out alpha_0, the fixed cost of every call.",
                     lambda p: _step_comm(p, base=False)),
-            Mistake("That is one all-reduce; a step has 2 per layer, 160 for 80 layers.",
+            Mistake("That is one all-reduce; a step has 2 per layer, 2 L in all.",
                     lambda p: _step_comm(p, per_layer=1) / get_model(p["model"]).n_layers),
         ],
     ),
     Question(
         "parallelism.tpot_tp8",
-        "TPOT of Llama-3.1-70B on 8 x H100 SXM with TP = 8: batch 64, 2048 tokens of context per sequence, "
+        "TPOT of {model} on 8 x H100 SXM with TP = 8: batch {batch}, {context} tokens of context per sequence, "
         "bf16, physical bound (MFU = MBU = 1, alpha = 0), hybrid overlap. (ms)",
         answer=lambda p: tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"], p["context"],
                                                      tensor_parallel=p["tp"]),
         unit="ms",
         params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "context": 2048, "tp": 8},
+        variants={"model": _70B_CLASS, "batch": (32, 64, 128), "context": (1024, 2048, 4096)},
         mistakes=[
-            Mistake("Each GPU holds 1/N of the KV heads (one of Llama-3.1-70B's 8 at TP = 8), so it reads "
+            Mistake("Each GPU holds 1/N of the KV heads (one of the 8 at TP = 8), so it reads "
                     "1/N of the KV cache.", _tpot_without_kv_split),
-            Mistake("You left out the all-reduces: T(1) / 8 is linear scaling, which TP never quite reaches. "
+            Mistake("You left out the all-reduces: T(1) / N is linear scaling, which TP never quite reaches. "
                     "Add 2 L all-reduces of B x D x 2 bytes.", _tpot_without_comm),
         ],
     ),
     Question(
         "parallelism.per_gpu_throughput",
-        "Llama-3.1-70B, TP = 8 on H100, batch 256, 2048 tokens of context, realistic settings "
+        "{model}, TP = {tp} on H100, batch {batch}, {context} tokens of context, realistic settings "
         "(MFU 0.6, MBU 0.65, NCCL latencies, link efficiency 0.8): output tokens/s per GPU? (tok/s)",
         answer=lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"], tensor_parallel=p["tp"],
                                             **_REAL),
         unit="tok/s",
         params={"model": _LLAMA70, "accelerator": _H100, "batch": 256, "context": 2048, "tp": 8},
+        variants={"model": _70B_CLASS, "batch": (64, 128, 256), "context": (1024, 2048), "tp": (4, 8)},
         mistakes=[
-            Mistake("That is the whole replica's throughput, B / T; per GPU divide by N = 8.",
+            Mistake("That is the whole replica's throughput, B / T; per GPU divide by N.",
                     lambda p: p["tp"] * per_gpu_throughput(p["model"], p["accelerator"], p["batch"],
                                                            p["context"], tensor_parallel=p["tp"], **_REAL)),
             Mistake("That is the physical bound; the question asks for the realistic settings.",
@@ -150,10 +157,11 @@ QUESTIONS = [
     ),
     Question(
         "parallelism.knee",
-        "The knee B* (weight matmuls turn compute-bound) of Llama-3.1-70B on 8 x H100 with TP = 8, "
-        "MFU 0.6 and MBU 0.65: how many sequences in the whole batch? (a number)",
+        "The knee B* (weight matmuls turn compute-bound) of {model} on {tp} x H100 with TP = {tp}, "
+        "MFU {mfu:g} and MBU {mbu:g}: how many sequences in the whole batch? (a number)",
         answer=lambda p: _knee(p),
         params={"model": _LLAMA70, "accelerator": _H100, "tp": 8, "mfu": 0.6, "mbu": 0.65},
+        variants={"model": _70B_CLASS, "tp": (4, 8), "mfu": (0.5, 0.6), "mbu": (0.65, 0.75)},
         mistakes=[
             Mistake("N cancels: each GPU reads 1/N of the weights and does 1/N of the math, so B* is the "
                     "same batch for the whole group; do not multiply by N.", lambda p: p["tp"] * _knee(p)),
@@ -201,11 +209,12 @@ QUESTIONS = [
     ),
     Question(
         "parallelism.kv_replicated",
-        "Llama-3.1-70B (8 KV heads) split over two 8-GPU nodes with TP = 16: how many bytes of bf16 KV "
+        "{model} (8 KV heads) split over two 8-GPU nodes with TP = 16: how many bytes of bf16 KV "
         "cache does one token add on each GPU? (bytes)",
         answer=lambda p: kv_bytes_per_token_per_gpu(p["model"], tensor_parallel=p["tp"]),
         unit="B",
         params={"model": _LLAMA70, "tp": 16},
+        variants={"model": _70B_CLASS + ("Llama-3.1-405B", "Llama-2-70B")},
         mistakes=[
             Mistake("A KV head cannot be split: with 16 GPUs and 8 KV heads each GPU keeps one whole head "
                     "(each head is replicated twice), not half a head.",
@@ -231,11 +240,14 @@ QUESTIONS = [
     ),
     Question(
         "parallelism.slo_batch",
-        "Llama-3.1-70B, TP = 4 on H100, 2048 tokens of context, realistic settings (MFU 0.6, MBU 0.65, NCCL "
-        "latencies, link efficiency 0.8): the largest batch whose TPOT meets 50 ms (memory aside)? (a number)",
-        answer=lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"], tensor_parallel=p["tp"],
-                                             **_REAL),
+        "{model}, TP = {tp} on H100, {context} tokens of context, realistic settings (MFU 0.6, MBU 0.65, NCCL "
+        "latencies, link efficiency 0.8): the largest batch whose TPOT meets {slo_ms:g} ms (memory aside)? "
+        "(a number)",
+        answer=lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"],
+                                             tensor_parallel=p["tp"], **_REAL),
         params={"model": _LLAMA70, "accelerator": _H100, "context": 2048, "tp": 4, "slo": 0.050},
+        variants={"model": _70B_CLASS, "tp": (4, 8), "context": (1024, 2048), "slo": (0.04, 0.05, 0.06)},
+        derive=lambda p: {**p, "slo_ms": round(p["slo"] * 1e3, 3)},
         mistakes=[
             Mistake("That is the physical bound (MFU = MBU = 1, free all-reduces); the question asks for "
                     "the realistic settings.",

@@ -15,6 +15,7 @@ from ..checks import Mistake, Question
 from ..decode import decode_step_parts, decode_step_time, decode_throughput
 from ..memory import max_batch_size, min_tensor_parallel
 from ..pareto import compute_dtype_for, decode_curve, pareto_mask, prefill_curve
+from ._variants import GQA_8B_CLASS
 
 _T, _a, _b = sp.symbols("T a b", positive=True)
 
@@ -102,27 +103,31 @@ QUESTIONS = [
     ),
     Question(
         "pareto.throughput_per_gpu",
-        "Llama-3.1-70B in bf16 on 4 H100-SXM5-80GB (tensor parallelism 4), 64 sequences of 2048 tokens "
+        "{model} in bf16 on {tp} {accelerator} (tensor parallelism {tp}), {batch} sequences of {context} tokens "
         "decoding together. What output throughput does each GPU contribute? (tok/s)",
         answer=_per_gpu,
         unit="tok/s",
         params={"model": "Llama-3.1-70B", "accelerator": "H100-SXM5-80GB", "batch": 64, "context": 2048,
                 "tp": 4},
+        variants={"model": ("Llama-3.1-70B", "Qwen2.5-72B"), "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB"),
+                  "batch": (32, 64, 128), "context": (1024, 2048), "tp": (4, 8)},
         mistakes=[
-            Mistake("That is the whole 4-GPU instance: divide by the tensor-parallel degree for tok/s "
+            Mistake("That is the whole instance: divide by the tensor-parallel degree for tok/s "
                     "per GPU.", lambda p: _per_gpu(p) * p["tp"]),
-            Mistake("You used the step time of batch 1. A batch of 64 reads 64 KV caches and does "
-                    "64 times the matmuls: use T(64).", lambda p: _per_gpu(p, batch=1)),
+            Mistake("You used the step time of batch 1. A batch of B reads B KV caches and does "
+                    "B times the matmuls: use T(B).", lambda p: _per_gpu(p, batch=1)),
         ],
     ),
     Question(
         "pareto.asymptote",
         "In the additive model T(B) = a + bB, throughput B/T(B) approaches 1/b as B grows. Compute "
-        "1/b for Llama-3.1-8B on one H100-SXM5-80GB with 2048 tokens per sequence (bf16, physical "
+        "1/b for {model} on one {accelerator} with {context} tokens per sequence (bf16, physical "
         "bound). (tok/s)",
         answer=lambda p: _asymptote(p),
         unit="tok/s",
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 2048},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+                  "context": (1024, 2048, 4096)},
         mistakes=[
             Mistake("You left out the KV-cache reads: each added sequence reads its own cache, so "
                     "they belong in b.", lambda p: _asymptote(p, ("linear_compute", "attention_compute"))),
@@ -150,12 +155,14 @@ QUESTIONS = [
     ),
     Question(
         "pareto.front_end",
-        "Sweep B = 1 ... 1024 for Llama-3.1-8B on one A100-SXM4-80GB with 2048 tokens per sequence "
+        "Sweep B = 1 ... 1024 for {model} on one {accelerator} with {context} tokens per sequence "
         "(hybrid model, bf16, physical bound). What is the largest batch on the Pareto front of "
         "(TPOT, throughput)? (sequences)",
         answer=_front_max_batch,
         params={"model": "Llama-3.1-8B", "accelerator": "A100-SXM4-80GB", "context": 2048,
                 "max_batch": 1024},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"),
+                  "context": (1024, 2048)},
         rel_tol=1e-9,
         mistakes=[
             Mistake("One short: just below the knee the step is still weight-bound, so the first "
@@ -170,30 +177,33 @@ QUESTIONS = [
     ),
     Question(
         "pareto.prefill_gain",
-        "Prefill prompts of 128 tokens for Llama-3.1-8B on one H100-SXM5-80GB: by what factor does "
-        "the prompt-token throughput grow when 8 prompts are batched instead of 1? (a ratio)",
+        "Prefill prompts of {prompt_len} tokens for {model} on one {accelerator}: by what factor does "
+        "the prompt-token throughput grow when {batch} prompts are batched instead of 1? (a ratio)",
         answer=_prefill_gain,
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "prompt_len": 128, "batch": 8},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB"),
+                  "prompt_len": (96, 128), "batch": (4, 8)},
         mistakes=[
-            Mistake("Batching 8 prompts does not make the GPU 8 times faster: only the weight read is "
-                    "shared, and a 128-token prompt is already close to compute-bound.",
+            Mistake("Batching B prompts does not make the GPU B times faster: only the weight read is "
+                    "shared, and a prompt of a hundred tokens or more is already close to compute-bound.",
                     lambda p: float(p["batch"])),
-            Mistake("Not quite flat yet: 128 tokens is below the H100's ridge (~295 FLOP/byte), so "
+            Mistake("Not quite flat yet: the prompt is shorter than the ridge point (in FLOP/byte), so "
                     "sharing the weight read still helps.", lambda p: 1.0),
         ],
     ),
     Question(
         "pareto.min_tensor_parallel",
         "What is the smallest tensor-parallel degree at which Llama-3.1-70B in bf16 (weights and KV "
-        "cache) fits on H100-SXM5-80GB GPUs with 64 sequences of 4096 tokens, using 90 % of each GPU's "
+        "cache) fits on H100-SXM5-80GB GPUs with {batch} sequences of {context} tokens, using 90 % of each GPU's "
         "memory? (GPUs)",
         answer=lambda p: float(min_tensor_parallel(p["model"], p["accelerator"], p["context"],
                                                    batch_size=p["batch"])),
         params={"model": "Llama-3.1-70B", "accelerator": "H100-SXM5-80GB", "context": 4096, "batch": 64},
+        variants={"context": (2048, 4096), "batch": (64, 128, 256)},
         rel_tol=1e-9,
         mistakes=[
-            Mistake("141 GB of weights do fit in 2 x 72 GB, but that leaves about 3 GB for the KV "
-                    "cache: 64 sequences of 4096 tokens need 86 GB.", lambda p: 2.0),
+            Mistake("141 GB of weights do fit in 2 x 72 GB, but that leaves only about 3 GB for the KV "
+                    "cache, far less than the batch needs.", lambda p: 2.0),
             Mistake("Weights alone need more than one GPU (141 GB).", lambda p: 1.0),
         ],
     ),

@@ -19,6 +19,7 @@ from ..prefill import prefill_time
 from ..quantization import (Scheme, get_scheme, scheme_knee, scheme_max_batch, scheme_step_time,
                             throughput_at_tpot_slo, tpot_floor)
 from ..symbolic import K, L, S, W, b_kv, b_w, d_h, tau, H
+from ._variants import GPUS_FP8, GQA_8B_CLASS, named
 
 P_w = sp.Symbol("P_w", positive=True)
 _SYMBOLS = {"tau": tau, "W": W, "P_w": P_w, "b_w": b_w, "S": S, "L": L, "K": K, "d_h": d_h,
@@ -66,11 +67,12 @@ def _better_upgrade(p):
 QUESTIONS = [
     Question(
         "quantization.int4_weight_bytes",
-        "How many bytes do the weights of Llama-3.1-70B take when every parameter is stored in int4 "
+        "How many bytes do the weights of {model} take when every parameter is stored in int4 "
         "(ignore scales and keep no layer in 16 bits)? (GB, decimal)",
         answer=lambda p: weight_bytes(p["model"], "int4"),
         unit="GB",
         params={"model": "Llama-3.1-70B"},
+        variants={"model": ("Llama-3.1-70B", "Qwen2.5-72B", "Llama-3.1-405B", "Mixtral-8x7B", "Llama-3.1-8B")},
         difficulty="easy",
         mistakes=[
             Mistake("int4 is 4 bits, not 4 bytes: two weights share one byte, 0.5 bytes each.",
@@ -83,13 +85,16 @@ QUESTIONS = [
     ),
     Question(
         "quantization.tpot_floor_w4a16",
-        "Llama-3.1-8B with W4A16 (int4 weights, bf16 math, KV cache left in bf16) on one "
-        "A100-SXM4-80GB: the TPOT at batch 1 with 16384 tokens in the KV cache, at the physical bound "
+        "{model} with W4A16 (int4 weights, bf16 math, KV cache left in bf16) on one "
+        "{accelerator}: the TPOT at batch 1 with {context} tokens in the KV cache, at the physical bound "
         "(hybrid model). (ms)",
         answer=lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"]),
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "A100-SXM4-80GB", "context": 16384,
                 "scheme": "W4A16"},
+        variants={"model": ("Llama-3.1-8B", "Mistral-7B"), "accelerator": ("A100-SXM4-80GB", "H100-SXM5-80GB",
+                                                                           "H200-SXM-141GB"),
+                  "context": (8192, 16384, 32768)},
         mistakes=[
             Mistake("W4A16 quantizes the weights only: the KV cache stays in bf16 (2 bytes per element) "
                     "unless the server is told to store it in fp8.",
@@ -101,17 +106,19 @@ QUESTIONS = [
             Mistake("That is the bf16 model's floor: with int4 weights the weight read shrinks four-fold.",
                     lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme="W16A16")),
             Mistake("You left out the KV read: at batch 1 the step reads the weights AND the sequence's "
-                    "16384 cached tokens.",
+                    "cached tokens.",
                     lambda p: tpot_floor(p["model"], p["accelerator"], 0, scheme=p["scheme"])),
         ],
     ),
     Question(
         "quantization.knee_w4a16",
         "The knee B* (hybrid model: the batch at which the weight matmuls turn compute-bound) of "
-        "Llama-3.1-8B with W4A16 (int4 weights, bf16 math) on one H100-SXM5-80GB, at the physical "
+        "{model} with W4A16 (int4 weights, bf16 math) on one {accelerator}, at the physical "
         "bound. (a number of sequences, not rounded)",
         answer=lambda p: scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"]),
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "scheme": "W4A16"},
+        variants={"model": GQA_8B_CLASS + ("Llama-3.1-70B",), "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB",
+                                                                              "MI300X")},
         mistakes=[
             Mistake("That is the bf16 knee. Fewer bytes per weight shorten the weight read that hides the "
                     "matmuls, so the knee moves down: B* = (F/W)(P_w/P)(b_w/2).",
@@ -125,10 +132,11 @@ QUESTIONS = [
     ),
     Question(
         "quantization.knee_w8a8",
-        "The knee B* (hybrid model) of Llama-3.1-8B with W8A8-FP8 (fp8 weights and fp8 math) on one "
-        "H100-SXM5-80GB, at the physical bound. (a number of sequences, not rounded)",
+        "The knee B* (hybrid model) of {model} with W8A8-FP8 (fp8 weights and fp8 math) on one "
+        "{accelerator}, at the physical bound. (a number of sequences, not rounded)",
         answer=lambda p: scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"]),
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "scheme": "W8A8-FP8"},
+        variants={"model": GQA_8B_CLASS + ("Llama-3.1-70B",), "accelerator": GPUS_FP8},
         mistakes=[
             Mistake("Twice too large: the large-matrix knee is (F/W) x b_w / 2, where the 2 is the two FLOPs "
                     "of a multiply-add. 'ridge x b_w / b_a' is right only with the bf16 ridge, not the fp8 one.",
@@ -140,12 +148,15 @@ QUESTIONS = [
     ),
     Question(
         "quantization.memory_wall_w4a16",
-        "How many sequences of 4096 cached tokens fit next to Llama-3.1-8B with W4A16 weights (KV cache "
-        "in bf16) on one L40S (48 GB, decimal), when weights and KV cache may use 90 % of the memory? "
+        "How many sequences of {context} cached tokens fit next to {model} with W4A16 weights (KV cache "
+        "in bf16) on one {gpu} ({gpu_gb:g} GB, decimal), when weights and KV cache may use 90 % of the memory? "
         "(a whole number of sequences)",
         answer=lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"], scheme=p["scheme"]),
         rel_tol=0.005,
         params={"model": "Llama-3.1-8B", "accelerator": "L40S", "context": 4096, "scheme": "W4A16"},
+        variants={"model": ("Llama-3.1-8B", "Mistral-7B"), "accelerator": ("L40S", "A100-SXM4-40GB"),
+                  "context": (2048, 4096, 8192)},
+        derive=named(gpu="accelerator"),
         mistakes=[
             Mistake("Weight quantization does not shrink the KV cache: W4A16 keeps keys and values in bf16.",
                     lambda p: scheme_max_batch(p["model"], p["accelerator"], p["context"],
@@ -162,22 +173,24 @@ QUESTIONS = [
     ),
     Question(
         "quantization.throughput_at_slo",
-        "Llama-3.1-70B with W4A16 on 4 A100-SXM4-80GB (tensor parallelism 4, bf16 all-reduces, latency "
-        "0), every sequence at 4096 cached tokens, TPOT SLO 50 ms. What is the highest output throughput "
-        "of the whole instance that meets the SLO and fits in memory (hybrid model, physical bound)? "
+        "Llama-3.1-70B with W4A16 on {tp} A100-SXM4-80GB (tensor parallelism {tp}, bf16 all-reduces, latency "
+        "0), every sequence at {context} cached tokens, TPOT SLO {slo_ms:g} ms. What is the highest output "
+        "throughput of the whole instance that meets the SLO and fits in memory (hybrid model, physical bound)? "
         "(tok/s)",
         answer=lambda p: throughput_at_tpot_slo(p["model"], p["accelerator"], p["context"], tpot_slo=p["tpot_slo"],
                                                 scheme=p["scheme"], tensor_parallel=p["tp"]),
         unit="tok/s",
         params={"model": "Llama-3.1-70B", "accelerator": "A100-SXM4-80GB", "context": 4096, "scheme": "W4A16",
                 "tp": 4, "tpot_slo": 0.050},
+        variants={"tp": (2, 4), "tpot_slo": (0.04, 0.05, 0.06)},
+        derive=lambda p: {**p, "slo_ms": round(p["tpot_slo"] * 1e3, 3)},
         difficulty="hard",
         mistakes=[
-            Mistake("That is per GPU; the question asks for the whole 4-GPU instance.",
+            Mistake("That is per GPU; the question asks for the whole instance.",
                     lambda p: throughput_at_tpot_slo(p["model"], p["accelerator"], p["context"], tpot_slo=p["tpot_slo"],
                                                      scheme=p["scheme"], tensor_parallel=p["tp"]) / p["tp"]),
             Mistake("You treated the step as bandwidth-bound at every batch. The W4A16 knee on the A100 is "
-                    "about 39 sequences: past it the bf16 matmuls, 2 P / F per sequence, set the time.",
+                    "a few dozen sequences: past it the bf16 matmuls, 2 P / F per sequence, set the time.",
                     _bandwidth_only_throughput),
             Mistake("That is the bf16 (W16A16) throughput; with int4 weights more sequences fit.",
                     lambda p: throughput_at_tpot_slo(p["model"], p["accelerator"], p["context"], tpot_slo=p["tpot_slo"],
@@ -186,11 +199,13 @@ QUESTIONS = [
     ),
     Question(
         "quantization.prefill_w4a16",
-        "How long does the prefill of one 4096-token prompt take for Llama-3.1-8B with W4A16 (int4 weights, "
-        "bf16 math) on one H100-SXM5-80GB, at the physical bound (hybrid model)? (ms)",
+        "How long does the prefill of one {prompt}-token prompt take for {model} with W4A16 (int4 weights, "
+        "bf16 math) on one {accelerator}, at the physical bound (hybrid model)? (ms)",
         answer=lambda p: prefill_time(p["model"], p["accelerator"], p["prompt"], **get_scheme(p["scheme"]).dtypes),
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "prompt": 4096, "scheme": "W4A16"},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB"),
+                  "prompt": (2048, 4096, 8192)},
         mistakes=[
             Mistake("Weight-only quantization does not speed up prefill's compute: the FLOPs are the same and "
                     "the math still runs at the bf16 peak. Prefill is compute-bound, so the time barely moves.",

@@ -25,6 +25,7 @@ from ..queueing import (
     prefill_mean_ttft,
 )
 from ..symbolic import lam
+from ._variants import GQA_8B_CLASS
 
 _s, _C, _t_p, _T = sp.symbols("s C t_p T", positive=True)
 _PREFILL = {"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "prompt_len": 2048}
@@ -62,10 +63,11 @@ QUESTIONS = [
     ),
     Question(
         "queueing.littles_law",
-        "A serving engine receives 12 requests/s, and their mean end-to-end latency is 4.5 s. How many "
+        "A serving engine receives {rate:g} requests/s, and their mean end-to-end latency is {latency:g} s. How many "
         "requests are inside the engine (queued or running) on average? (requests)",
         answer=lambda p: littles_law(p["rate"], p["latency"]),
         params={"rate": 12.0, "latency": 4.5},
+        variants={"rate": (5.0, 8.0, 12.0, 20.0), "latency": (2.5, 3.0, 4.5, 6.0)},
         mistakes=[
             Mistake("Little's law multiplies: L = lambda W (requests/s x seconds = requests).",
                     lambda p: p["rate"] / p["latency"]),
@@ -76,11 +78,13 @@ QUESTIONS = [
     ),
     Question(
         "queueing.mm1_wait",
-        "Requests arrive as a Poisson stream at 20 req/s at a server that handles one at a time; service "
-        "times are exponential with mean 40 ms. What is the mean wait in the queue, before service? (ms)",
+        "Requests arrive as a Poisson stream at {rate:g} req/s at a server that handles one at a time; service "
+        "times are exponential with mean {service_ms:g} ms. What is the mean wait in the queue, before service? (ms)",
         answer=lambda p: mm1_mean_wait(p["rate"], p["service_time"]),
         unit="ms",
         params={"rate": 20.0, "service_time": 0.040},
+        variants={"rate": (10.0, 15.0, 20.0), "service_time": (0.03, 0.04, 0.045)},
+        derive=lambda p: {**p, "service_ms": round(p["service_time"] * 1e3, 3)},
         mistakes=[
             Mistake("You swapped rho and 1 - rho: the wait divides by the idle fraction 1 - rho, which "
                     "shrinks to 0 as the load grows: W_q = rho s / (1 - rho).",
@@ -96,19 +100,24 @@ QUESTIONS = [
     ),
     Question(
         "queueing.prefill_ttft",
-        "Llama-3.1-8B in bf16 on one H100-SXM5-80GB prefills 2048-token prompts one at a time (physical "
-        "bound, chapter 05). Requests arrive as a Poisson stream at 28 req/s. What is the mean TTFT in "
+        "{model} in bf16 on one {accelerator} prefills {prompt_len}-token prompts one at a time (physical "
+        "bound, chapter 05). Requests arrive as a Poisson stream at {rate:g} req/s. What is the mean TTFT in "
         "DistServe's M/D/1 model? (ms)",
         answer=lambda p: prefill_mean_ttft(p["rate"], p["model"], p["accelerator"], p["prompt_len"]),
         unit="ms",
         params={**_PREFILL, "rate": 28.0},
+        variants={"model": ("Llama-3.1-8B", "Qwen2.5-7B"), "prompt_len": (1024, 2048),
+                  "rate_fraction": (0.6, 0.75, 0.84)},
+        derive=lambda p: {**p, "rate": (28.0 if p.get("rate_fraction", 0.84) == 0.84 and p["prompt_len"] == 2048
+                                        and p["model"] == "Llama-3.1-8B"
+                                        else round(p["rate_fraction"] / _d(p), 1))},
         mistakes=[
             Mistake("That is the M/M/1 wait plus the prefill: you forgot the factor 1/2 of M/D/1. Equal "
                     "prompts take a constant time, E[S^2] = D^2, half the exponential case.",
                     lambda p: _d(p) + mm1_mean_wait(p["rate"], _d(p))),
             Mistake("That is only the wait in the queue: TTFT adds the request's own prefill D.",
                     lambda p: md1_mean_wait(p["rate"], _d(p))),
-            Mistake("That is the prefill alone: at utilisation 0.84 most requests find another prefill "
+            Mistake("That is the prefill alone: at this utilisation many requests find another prefill "
                     "running or waiting.", lambda p: _d(p)),
             Mistake("You divided by rho instead of the idle fraction 1 - rho: "
                     "W_q = rho D / (2 (1 - rho)).", lambda p: _d(p) + _d(p) / 2),
@@ -154,22 +163,25 @@ QUESTIONS = [
     ),
     Question(
         "queueing.slo_rate",
-        "Llama-3.1-8B on one H100-SXM5-80GB prefills 2048-token prompts one at a time with kernels at 50 % "
-        "MFU. What is the largest Poisson request rate at which the mean TTFT (M/D/1, DistServe's model) "
-        "stays within 150 ms? (req/s)",
+        "{model} on one {accelerator} prefills {prompt_len}-token prompts one at a time with kernels at "
+        "{mfu_pct:g} % MFU. What is the largest Poisson request rate at which the mean TTFT (M/D/1, DistServe's "
+        "model) stays within {slo_ms:g} ms? (req/s)",
         answer=lambda p: prefill_max_arrival_rate(p["ttft_slo"], p["model"], p["accelerator"], p["prompt_len"],
                                                   mfu=p["mfu"]),
         unit="req/s",
         params={**_PREFILL, "ttft_slo": 0.150, "mfu": 0.5},
+        variants={"model": ("Llama-3.1-8B", "Qwen2.5-7B"), "ttft_slo": (0.15, 0.2, 0.3), "mfu": (0.4, 0.5, 0.6)},
+        derive=lambda p: {**p, "mfu_pct": round(p["mfu"] * 100, 3), "slo_ms": round(p["ttft_slo"] * 1e3, 3)},
         mistakes=[
-            Mistake("That is the physical bound (MFU 1): at 50 % MFU every prefill takes twice as long.",
+            Mistake("That is the physical bound (MFU 1): at an MFU below 1 every prefill takes 1 / MFU times "
+                    "as long.",
                     lambda p: prefill_max_arrival_rate(p["ttft_slo"], p["model"], p["accelerator"],
                                                        p["prompt_len"])),
             Mistake("That is the capacity 1/D, where the queue (and the TTFT) grows without bound.",
                     lambda p: 1 / _d(p, mfu=p["mfu"])),
             Mistake("That is the M/M/1 answer, 1/D - 1/T: equal prompts wait half as long (M/D/1).",
                     lambda p: mm1_max_arrival_rate(_d(p, mfu=p["mfu"]), p["ttft_slo"])),
-            Mistake("You let the wait alone reach 150 ms: TTFT = D + W_q, so the wait may only take "
+            Mistake("You let the wait alone reach the target: TTFT = D + W_q, so the wait may only take "
                     "T - D.", lambda p: md1_max_arrival_rate(_d(p, mfu=p["mfu"]),
                                                              p["ttft_slo"] + _d(p, mfu=p["mfu"]))),
         ],
@@ -177,13 +189,15 @@ QUESTIONS = [
     ),
     Question(
         "queueing.mm1_p99",
-        "A server handles one request at a time; service times are exponential with mean 50 ms and "
-        "requests arrive as a Poisson stream at utilisation 0.6 (12 req/s). Predict the P99 of the time "
+        "A server handles one request at a time; service times are exponential with mean {service_ms:g} ms and "
+        "requests arrive as a Poisson stream at utilisation {rho:g} ({rate:g} req/s). Predict the P99 of the time "
         "in the system (wait + service) from the M/M/1 closed form. (ms)",
         answer=lambda p: mm1_sojourn_quantile(_rate(p), p["service_time"], 0.99),
         unit="ms",
         rel_tol=0.02,
         params={"service_time": 0.050, "rho": 0.6},
+        variants={"service_time": (0.02, 0.04, 0.05), "rho": (0.5, 0.6, 0.8)},
+        derive=lambda p: {**p, "service_ms": round(p["service_time"] * 1e3, 3), "rate": round(_rate(p), 3)},
         mistakes=[
             Mistake("That is the mean time in the system, 1/(mu - lambda). The time is exponential, so "
                     "its P99 is ln(100) = 4.6 times the mean.",
@@ -203,11 +217,12 @@ QUESTIONS = [
     ),
     Question(
         "queueing.closed_loop_throughput",
-        "A closed-loop benchmark runs 32 clients. Each sends a request, waits for the response (mean "
-        "0.5 s), thinks for 2 s, and sends the next. What throughput does it measure? (req/s)",
+        "A closed-loop benchmark runs {clients} clients. Each sends a request, waits for the response (mean "
+        "{response:g} s), thinks for {think:g} s, and sends the next. What throughput does it measure? (req/s)",
         answer=lambda p: p["clients"] / (p["response"] + p["think"]),
         unit="req/s",
         params={"clients": 32, "response": 0.5, "think": 2.0},
+        variants={"clients": (16, 32, 64), "response": (0.5, 0.8, 1.2), "think": (2.0, 3.0, 5.0)},
         mistakes=[
             Mistake("You left out the think time: each client completes one request every R + Z seconds, "
                     "so N = X (R + Z).", lambda p: p["clients"] / p["response"]),
@@ -219,13 +234,14 @@ QUESTIONS = [
     Question(
         "queueing.utilisation_target",
         "A prefill server takes equal prompts one at a time (M/D/1). What is the highest utilisation at "
-        "which the mean wait in the queue stays within 3 prefill times? (a ratio, 0 to 1)",
+        "which the mean wait in the queue stays within {waits:g} prefill times? (a ratio, 0 to 1)",
         answer=lambda p: md1_max_arrival_rate(1.0, 1.0 + p["waits"]),
         params={"waits": 3.0},
+        variants={"waits": (1.0, 2.0, 3.0, 4.0)},
         mistakes=[
-            Mistake("That is the M/M/1 answer, rho / (1 - rho) = 3: constant prefill times wait half as "
-                    "long, rho / (2 (1 - rho)) = 3.", lambda p: mm1_max_arrival_rate(1.0, 1.0 + p["waits"])),
-            Mistake("You bounded the TTFT (wait + prefill) by 3 prefill times; the question bounds the "
+            Mistake("That is the M/M/1 answer, rho / (1 - rho) = n: constant prefill times wait half as "
+                    "long, rho / (2 (1 - rho)) = n.", lambda p: mm1_max_arrival_rate(1.0, 1.0 + p["waits"])),
+            Mistake("You bounded the TTFT (wait + prefill) by that many prefill times; the question bounds the "
                     "wait alone.", lambda p: md1_max_arrival_rate(1.0, p["waits"])),
         ],
         chapter="queueing", difficulty="medium",

@@ -16,6 +16,7 @@ from ..roofline import (critical_batch_size, decode_attention_intensity, matmul_
                         prefill_attention_intensity, ridge_point, time_lower_bound,
                         time_upper_bound)
 from ..symbolic import B, D, F, F_ffn, H, K, W, b_a, b_kv, b_w
+from ._variants import GPUS_BIG, GPUS_FP8, GQA_8B_CLASS, named
 
 __all__ = ["QUESTIONS"]
 
@@ -63,31 +64,39 @@ _b_crit_exact = F * D * F_ffn * b_w / (2 * W * D * F_ffn - F * (D + F_ffn) * b_a
 QUESTIONS = [
     Question(
         id="rooflines.ridge_h100",
-        prompt="Ridge point of the H100 SXM for dense bf16 math, in FLOP/byte.",
+        prompt="Ridge point of the {gpu} for dense bf16 math, in FLOP/byte.",
         answer=lambda p: ridge_point(p["accelerator"], p["dtype"]),
         unit="FLOP/B",
         params={"accelerator": "H100-SXM5-80GB", "dtype": "bf16"},
+        variants={"accelerator": GPUS_BIG + ("L40S",)},
+        derive=named(gpu="accelerator"),
         mistakes=[
-            Mistake("Twice the answer: 1,979 TFLOP/s is the datasheet's 2:4-sparse bf16 figure "
-                    "(and also the dense fp8 peak). Rooflines use the dense bf16 peak.",
+            Mistake("Twice the answer: that is the datasheet's 2:4-sparse bf16 figure (on Hopper also "
+                    "the dense fp8 peak). Rooflines use the dense bf16 peak.",
                     lambda p: _ridge(p, sparse=2.0)),
-            Mistake("A thousand times too large: the bandwidth is 3.35 TB/s = 3.35e12 bytes/s, "
-                    "not 3.35e9.", lambda p: _ridge(p) * 1e3),
+            Mistake("A thousand times too large: the bandwidth is in TB/s, 1e12 bytes/s, "
+                    "not 1e9.", lambda p: _ridge(p) * 1e3),
         ],
     ),
     Question(
         id="rooflines.matmul_intensity",
-        prompt=("Arithmetic intensity of [B, D] x [D, F] with B = 256, D = 4096, F = 14336 "
-                "(Llama-3.1-8B's FFN up-projection), bf16 weights and activations, counting the "
+        prompt=("Arithmetic intensity of [B, D] x [D, F] with B = {batch}, D = {d_in}, F = {d_out} "
+                "({layer}), bf16 weights and activations, counting the "
                 "compulsory traffic (weights and input read once, output written once), in FLOP/byte."),
         answer=lambda p: matmul_intensity(p["batch"], p["d_in"], p["d_out"]),
         unit="FLOP/B",
-        params={"batch": 256, "d_in": 4096, "d_out": 14336},
+        params={"batch": 256, "shape": (4096, 14336, "Llama-3.1-8B's FFN up-projection")},
+        variants={"batch": (64, 128, 256, 512),
+                  "shape": ((4096, 14336, "Llama-3.1-8B's FFN up-projection"),
+                            (8192, 28672, "Llama-3.1-70B's FFN up-projection"),
+                            (4096, 11008, "Llama-2-7B's FFN up-projection"),
+                            (5120, 13824, "Llama-2-13B's FFN up-projection"))},
+        derive=lambda p: {**p, "d_in": p["shape"][0], "d_out": p["shape"][1], "layer": p["shape"][2]},
         mistakes=[
             Mistake("Half the answer: a multiply-add is two FLOPs, so the matmul does 2 B D F FLOPs.",
                     lambda p: matmul_intensity(p["batch"], p["d_in"], p["d_out"]) / 2),
             Mistake("You counted only the weights: the B x D input read and the B x F output written "
-                    "add B (D + F) b_a bytes, 8 % more at B = 256.",
+                    "add B (D + F) b_a bytes, several per cent more at this batch.",
                     lambda p: matmul_flops(p["batch"], p["d_in"], p["d_out"])
                     / (p["d_in"] * p["d_out"] * 2.0)),
             Mistake("An eighth of the answer: you counted bits, not bytes (bf16 is 2 bytes).",
@@ -96,10 +105,12 @@ QUESTIONS = [
     ),
     Question(
         id="rooflines.critical_batch_int4",
-        prompt=("Critical batch size (large-matrix limit, peak specs) of a weight matmul on the H100 SXM "
+        prompt=("Critical batch size (large-matrix limit, peak specs) of a weight matmul on the {gpu} "
                 "with int4 weights and bf16 math (weight-only quantisation)."),
         answer=lambda p: _b_crit(p),
         params={"accelerator": "H100-SXM5-80GB", "weight_dtype": "int4", "compute_dtype": "bf16"},
+        variants={"accelerator": GPUS_BIG + ("L40S",)},
+        derive=named(gpu="accelerator"),
         mistakes=[
             Mistake("That is the bf16-weight value: int4 weights are 0.5 bytes each, so the matmul "
                     "reaches the ridge at a quarter of the batch.",
@@ -113,10 +124,12 @@ QUESTIONS = [
     ),
     Question(
         id="rooflines.critical_batch_fp8",
-        prompt=("Critical batch size (large-matrix limit, peak specs) on the H100 SXM with fp8 weights "
+        prompt=("Critical batch size (large-matrix limit, peak specs) on the {gpu} with fp8 weights "
                 "and fp8 math (fp8 activations)."),
         answer=lambda p: _b_crit(p),
         params={"accelerator": "H100-SXM5-80GB", "weight_dtype": "fp8", "compute_dtype": "fp8"},
+        variants={"accelerator": GPUS_FP8},
+        derive=named(gpu="accelerator"),
         mistakes=[
             Mistake("Twice the answer. Either you used B = R b_w / b_a with 1-byte activations (the 2 "
                     "in R b_w / 2 is the two FLOPs of a multiply-add, not the activation's bytes; "
@@ -129,11 +142,13 @@ QUESTIONS = [
     ),
     Question(
         id="rooflines.critical_batch_realistic",
-        prompt=("Critical batch size (large-matrix limit) on the A100-SXM4-80GB in bf16 when matmuls "
-                "reach MFU = 0.5 and the weight stream reaches MBU = 0.8."),
+        prompt=("Critical batch size (large-matrix limit) on the {accelerator} in bf16 when matmuls "
+                "reach MFU = {mfu:g} and the weight stream reaches MBU = {mbu:g}."),
         answer=lambda p: _b_crit(p),
         params={"accelerator": "A100-SXM4-80GB", "weight_dtype": "bf16", "compute_dtype": "bf16",
                 "mfu": 0.5, "mbu": 0.8},
+        variants={"accelerator": ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"), "mfu": (0.4, 0.5, 0.6),
+                  "mbu": (0.75, 0.8, 0.9)},
         mistakes=[
             Mistake("That is the peak-spec value: apply the efficiencies, R = (F x MFU) / (W x MBU).",
                     lambda p: _b_crit(p, mfu=1.0, mbu=1.0)),
@@ -183,11 +198,12 @@ QUESTIONS = [
     ),
     Question(
         id="rooflines.prefill_attention",
-        prompt=("Arithmetic intensity of causal attention over a 1024-token prompt of Llama-3.1-8B, "
+        prompt=("Arithmetic intensity of causal attention over a {prompt_len}-token prompt of {model}, "
                 "bf16 everywhere, with Q, K, V read once and O written once, in FLOP/byte."),
         answer=lambda p: prefill_attention_intensity(p["model"], p["prompt_len"]),
         unit="FLOP/B",
         params={"model": "Llama-3.1-8B", "prompt_len": 1024},
+        variants={"model": GQA_8B_CLASS + ("Llama-3.1-70B",), "prompt_len": (512, 1024, 2048, 4096)},
         mistakes=[
             Mistake("You counted only the K and V traffic: Q is read and O written too "
                     "(H d_h b_a bytes per token each), which with GQA outweighs the cache.",
@@ -195,7 +211,7 @@ QUESTIONS = [
             Mistake("You left out the causal mask: token i attends to i tokens, "
                     "L_p (L_p + 1) / 2 pairs in all.",
                     lambda p: _prefill(p, causal=False)),
-            Mistake("You used the query heads as KV heads: Llama-3.1-8B has 8 KV heads for 32 query heads.",
+            Mistake("You used the query heads as KV heads: the model has fewer KV heads than query heads (GQA).",
                     lambda p: _prefill(p, mha=True)),
         ],
     ),
@@ -216,22 +232,25 @@ QUESTIONS = [
     ),
     Question(
         id="rooflines.decode_lower_bound",
-        prompt=("Lower bound (perfect overlap, peak specs) on one decode step of Llama-3.1-8B on the "
-                "H100 SXM: batch 64, 2048 tokens of context each, bf16 weights and KV cache, in ms."),
+        prompt=("Lower bound (perfect overlap, peak specs) on one decode step of {model} on the "
+                "{gpu}: batch {batch_size}, {context_len} tokens of context each, bf16 weights and KV cache, in ms."),
         answer=lambda p: time_lower_bound(*_step(p), p["accelerator"]),
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "batch_size": 64,
                 "context_len": 2048},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+                  "batch_size": (32, 64, 128), "context_len": (1024, 2048, 4096)},
+        derive=named(gpu="accelerator"),
         mistakes=[
             Mistake("You read only the weights: every sequence also reads its own KV cache each step, "
-                    "B x S x 128 KiB here, more than the weights.",
+                    "B x S x k bytes, here as much as the weights or more.",
                     lambda p: weight_bytes(p["model"]) / get_accelerator(p["accelerator"]).memory_bandwidth),
             Mistake("That is the upper bound (no overlap): the lower bound is the max of compute "
                     "and memory time, not their sum.",
                     lambda p: time_upper_bound(*_step(p), p["accelerator"])),
             Mistake("That is the compute time alone: at this batch the step is memory-bound.",
                     lambda p: _step(p)[0] / get_accelerator(p["accelerator"]).peak_flops("bf16")),
-            Mistake("You sized the KV cache with the 32 query heads: Llama-3.1-8B stores 8 KV heads.",
+            Mistake("You sized the KV cache with the query heads: the model stores fewer KV heads (GQA).",
                     lambda p: _step_bytes_with_query_heads(p)
                     / get_accelerator(p["accelerator"]).memory_bandwidth),
         ],

@@ -57,6 +57,10 @@ def _tpot_p99(p):
     return float(np.nanpercentile(_chapter_run(p["rate"], p["seed"]).records.tpot, 99))
 
 
+def _iteration_text(p):
+    return {**p, "t_w_ms": round(p["t_w"] * 1e3, 3), "c_us": round(p["c"] * 1e6, 3)}
+
+
 def _ttfts(p):
     return np.array([p["fast"]] * p["n_fast"] + [p["slow"]] * p["n_slow"])
 
@@ -89,13 +93,16 @@ QUESTIONS = [
     ),
     Question(
         "scheduling.stall",
-        "An engine's iteration over n tokens takes T_w + c n with T_w = 7 ms and c = 25 us per token. "
-        "48 sequences are decoding when a 1,500-token prompt arrives, and the scheduler is prefill-first "
+        "An engine's iteration over n tokens takes T_w + c n with T_w = {t_w_ms:g} ms and c = {c_us:g} us per token. "
+        "{batch} sequences are decoding when a {prompt_len:,}-token prompt arrives, and the scheduler is prefill-first "
         "(the prompt's iteration runs alone, then the next decode step includes it). How long is the gap "
         "between two tokens of a decoding sequence? (ms)",
         answer=lambda p: _stall(p),
         unit="ms",
         params={**_ITERATION, "prompt_len": 1500, "batch": 48},
+        variants={"t_w": (0.005, 0.007, 0.01), "c": (20e-6, 25e-6, 30e-6), "prompt_len": (1000, 1500, 2000),
+                  "batch": (32, 48, 64)},
+        derive=_iteration_text,
         mistakes=[
             Mistake("That is the prefill alone: after it, the decoding sequences still need their own step "
                     "(T_w + c (B + 1)) before their next token.", lambda p: _stall(p, step=False, reads=1)),
@@ -124,12 +131,14 @@ QUESTIONS = [
     ),
     Question(
         "scheduling.chunked_ttft",
-        "Same engine (T_w = 7 ms, c = 25 us per token), chunked prefill with a budget of 512 tokens per "
-        "iteration, 96 sequences decoding. An 1,800-token prompt arrives. How long from its first chunk to "
-        "its first token? (ms)",
+        "An engine's iteration over n tokens takes T_w + c n (T_w = {t_w_ms:g} ms, c = {c_us:g} us per token). "
+        "Chunked prefill with a budget of {budget} tokens per iteration, {batch} sequences decoding. A "
+        "{prompt_len:,}-token prompt arrives. How long from its first chunk to its first token? (ms)",
         answer=lambda p: _chunked(p),
         unit="ms",
         params={**_ITERATION, "prompt_len": 1800, "budget": 512, "batch": 96},
+        variants={"t_w": (0.005, 0.007, 0.01), "prompt_len": (1800, 2500, 3000), "batch": (64, 96, 128)},
+        derive=_iteration_text,
         mistakes=[
             Mistake("The decodes take B tokens of every iteration's budget: the chunks are C - B tokens, "
                     "so k = ceil(L_p / (C - B)).",
@@ -146,11 +155,12 @@ QUESTIONS = [
         "scheduling.itl_p99",
         "Simulate the chapter's continuous-batching setup (Llama-3.1-8B on an H100-SXM5-80GB, MFU 0.6, MBU "
         "0.65; chat_workload(1000, seed=0); ContinuousBatching(max_batch_size=256, max_prefill_tokens=8192)) "
-        "at 20 requests/s (Poisson), seed 0. What is the P99 inter-token latency, over all gaps between two "
-        "tokens of a request? (ms)",
+        "at {rate:g} requests/s (Poisson), seed {seed}. What is the P99 inter-token latency, over all gaps "
+        "between two tokens of a request? (ms)",
         answer=lambda p: _itl(p, 99),
         unit="ms",
         params={"rate": 20.0, "seed": 0},
+        variants={"rate": (16.0, 20.0, 24.0), "seed": (0, 1)},
         mistakes=[
             Mistake("That is the P99 of TPOT, a per-request average: it hides the prefill stalls that the "
                     "inter-token latencies show.", _tpot_p99),
@@ -161,11 +171,12 @@ QUESTIONS = [
     ),
     Question(
         "scheduling.goodput_per_gpu",
-        "One prefill GPU plus one decode GPU (1P+1D) keep 90 % SLO attainment up to 30 requests/s in all; one "
-        "aggregated GPU with chunked prefill keeps it up to 17 requests/s. What is the ratio of their "
-        "goodputs per GPU, disaggregated / aggregated? (a ratio)",
+        "One prefill GPU plus one decode GPU (1P+1D) keep 90 % SLO attainment up to {disagg:g} requests/s in all; "
+        "one aggregated GPU with chunked prefill keeps it up to {aggregated:g} requests/s. What is the ratio of "
+        "their goodputs per GPU, disaggregated / aggregated? (a ratio)",
         answer=lambda p: (p["disagg"] / 2) / p["aggregated"],
         params={"disagg": 30.0, "aggregated": 17.0},
+        variants={"disagg": (24.0, 30.0, 36.0), "aggregated": (14.0, 17.0, 20.0)},
         mistakes=[
             Mistake("1P+1D uses two GPUs: divide its goodput by 2 before comparing per GPU.",
                     lambda p: p["disagg"] / p["aggregated"]),
@@ -175,10 +186,12 @@ QUESTIONS = [
     ),
     Question(
         "scheduling.little_batch",
-        "A replica receives 12 requests/s; each generates 300 output tokens at a TPOT of 14 ms. How many "
-        "sequences does it decode at once, on average? (Little's law; sequences)",
+        "A replica receives {rate:g} requests/s; each generates {output_len} output tokens at a TPOT of {tpot_ms:g} ms. "
+        "How many sequences does it decode at once, on average? (Little's law; sequences)",
         answer=lambda p: p["rate"] * (p["output_len"] - 1) * p["tpot"],
         params={"rate": 12.0, "output_len": 300, "tpot": 0.014},
+        variants={"rate": (8.0, 12.0, 16.0), "output_len": (200, 300, 500), "tpot": (0.012, 0.014, 0.02)},
+        derive=lambda p: {**p, "tpot_ms": round(p["tpot"] * 1e3, 3)},
         mistakes=[
             Mistake("Each request stays in the batch for (L_o - 1) steps of TPOT each, not for one step.",
                     lambda p: p["rate"] * p["tpot"]),
@@ -205,25 +218,33 @@ QUESTIONS = [
     ),
     Question(
         "scheduling.tail_percentile",
-        "Of 1,000 requests, 985 get their first token after 40 ms and 15 after 600 ms. What is the P99 TTFT "
-        "(numpy's default percentile)? (ms)",
+        "Of 1,000 requests, {n_fast} get their first token after {fast_ms:g} ms and {n_slow} after {slow_ms:g} ms. "
+        "What is the P99 TTFT (numpy's default percentile)? (ms)",
         answer=lambda p: float(np.percentile(_ttfts(p), 99)),
         unit="ms",
-        params={"fast": 0.040, "slow": 0.600, "n_fast": 985, "n_slow": 15},
+        params={"fast": 0.040, "slow": 0.600, "n_slow": 15},
+        variants={"fast": (0.03, 0.04, 0.05), "slow": (0.5, 0.6, 0.8), "n_slow": (12, 15, 20, 30)},
+        derive=lambda p: {**p, "n_fast": 1000 - p["n_slow"], "fast_ms": round(p["fast"] * 1e3, 3),
+                          "slow_ms": round(p["slow"] * 1e3, 3)},
         mistakes=[
-            Mistake("That is the mean: 1.5 % of slow requests barely move it, which is why SLOs are percentiles.",
+            Mistake("That is the mean: a few per cent of slow requests barely move it, which is why SLOs are "
+                    "percentiles.",
                     lambda p: float(_ttfts(p).mean())),
-            Mistake("That is the median. 15 of 1,000 is more than 1 %, so the 99th percentile lands among the "
-                    "slow requests.", lambda p: float(np.median(_ttfts(p)))),
+            Mistake("That is the median. More than 1 % of the requests are slow, so the 99th percentile lands "
+                    "among the slow requests.", lambda p: float(np.median(_ttfts(p)))),
         ],
     ),
     Question(
         "scheduling.static_waste",
-        "A static batch of 8 requests generates 120, 300, 80, 950, 210, 400, 150 and 260 tokens; it runs "
+        "A static batch of {n} requests generates {outputs_text} tokens; it runs "
         "until the longest is done and finished sequences keep their slot. What fraction of the "
         "sequence-steps produce no wanted token (padding)? (0 to 1)",
         answer=_waste,
         params={"outputs": (120, 300, 80, 950, 210, 400, 150, 260)},
+        variants={"outputs": ((120, 300, 80, 950, 210, 400, 150, 260), (500, 60, 240, 90, 700, 310, 180, 45),
+                              (64, 900, 128, 256, 512, 75, 330, 410), (200, 220, 1500, 90, 130, 640))},
+        derive=lambda p: {**p, "n": len(p["outputs"]),
+                          "outputs_text": ", ".join(map(str, p["outputs"][:-1])) + f" and {p['outputs'][-1]}"},
         mistakes=[
             Mistake("That is the useful fraction: the question asks for the wasted one.",
                     lambda p: _waste(p, useful=True)),

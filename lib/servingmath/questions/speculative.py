@@ -151,13 +151,17 @@ QUESTIONS = [
     ),
     Question(
         "speculative.speedup_batch_one",
-        "{target} on one {accelerator} with a {draft} draft (speculative.LLAMA_3_2_1B), batch 1, {context} "
+        "{target} on one {accelerator} with a {draft} draft ({draft_ref}), batch 1, {context} "
         "tokens of context, gamma = {gamma}, alpha = {alpha}, hybrid model at the physical bound. What "
         "speed-up does speculation give?",
         difficulty="medium",
         answer=lambda p: speculative_speedup(*_pair(p), 1, p["context"], p["alpha"], p["gamma"]),
         params={"target": "Llama-3.1-8B", "draft": "Llama-3.2-1B", "accelerator": "H100-SXM5-80GB",
                 "context": 512, "alpha": 0.7, "gamma": 4, "batch": 1},
+        variants={"draft": ("Llama-3.2-1B", "Llama-3.2-3B"),
+                  "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+                  "context": (256, 512, 1024), "alpha": (0.6, 0.7, 0.8), "gamma": (3, 4, 5)},
+        derive=lambda p: {**p, "draft_ref": "speculative." + p["draft"].upper().replace("-", "_").replace(".", "_")},
         mistakes=[
             Mistake("You left out the draft's cost: at batch 1 the verification costs a plain step, but the "
                     "gamma draft steps come on top.", lambda p: _e(p)),
@@ -178,14 +182,16 @@ QUESTIONS = [
                                                 p["gamma"]),
         params={"target": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "batch": 128, "context": 1024,
                 "gamma": 4},
+        variants={"accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB"), "batch": (128, 256),
+                  "context": (512, 1024, 2048), "gamma": (4, 5)},
         mistakes=[
             Mistake("That is a plain decode step: the verification multiplies the weights by gamma + 1 "
-                    "positions per sequence, and at 5 x 128 positions the matmuls are compute-bound.",
+                    "positions per sequence, and at (gamma + 1) x B positions the matmuls are compute-bound.",
                     lambda p: decode_step_time(p["target"], p["accelerator"], p["batch"], p["context"])),
             Mistake("Each sequence's cache is read once for all its gamma + 1 queries, not once per query "
-                    "(that is 'batch expansion', which early vLLM did).", lambda p: _verify_with(p, kv_reads=5)),
+                    "(that is 'batch expansion', which early vLLM did).", lambda p: _verify_with(p, kv_reads=p["gamma"] + 1)),
             Mistake("The weights are read once per forward pass, whatever the number of positions.",
-                    lambda p: _verify_with(p, weight_reads=5)),
+                    lambda p: _verify_with(p, weight_reads=p["gamma"] + 1)),
         ],
     ),
     Question(
@@ -199,6 +205,8 @@ QUESTIONS = [
                                                     p["gamma"]),
         params={"target": "Llama-3.1-8B", "draft": "Llama-3.2-1B", "accelerator": "H100-SXM5-80GB",
                 "batch": 32, "context": 512, "alpha": 0.8, "gamma": 4},
+        variants={"draft": ("Llama-3.2-1B", "Llama-3.2-3B"), "batch": (16, 32, 64), "context": (256, 512, 1024),
+                  "alpha": (0.7, 0.8), "gamma": (3, 4)},
         mistakes=[
             Mistake("That is the time of a whole speculative step; it yields E tokens per sequence, so "
                     "divide by E.", lambda p: _step_times(p)[3]),
@@ -217,6 +225,8 @@ QUESTIONS = [
         answer=lambda p: break_even_batch_size(*_pair(p), 0, p["alpha"], p["gamma"]),
         params={"target": "Llama-3.1-8B", "draft": "Llama-3.2-1B", "accelerator": "H100-SXM5-80GB",
                 "alpha": 0.8, "gamma": 4},
+        variants={"draft": ("Llama-3.2-1B", "Llama-3.2-3B"), "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB"),
+                  "alpha": (0.7, 0.8, 0.9), "gamma": (3, 4, 5)},
         mistakes=[
             Mistake("B*/(gamma + 1) is where the verification turns compute-bound; speculation still pays "
                     "beyond it, until its extra FLOPs eat the E tokens' gain.",
@@ -269,8 +279,9 @@ QUESTIONS = [
     ),
     Question(
         "speculative.switch_at_long_context",
-        "Same pair and settings ({target}, {draft} draft, {accelerator}, gamma = {gamma}, alpha = {alpha}, "
-        "{batch} sequences), but every sequence now holds {context} tokens of context. 'on' or 'off'?",
+        "{target} with a {draft} draft on one {accelerator}, gamma = {gamma}, alpha = {alpha}, the server running "
+        "{batch} sequences, and every sequence now holds {context} tokens of context. Should speculation be 'on' "
+        "or 'off' (hybrid model, physical bound)?",
         difficulty="medium",
         kind="choice",
         choices=("on", "off"),

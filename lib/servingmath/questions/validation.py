@@ -20,6 +20,7 @@ from ..memory import max_batch_size
 from ..prefill import prefill_flops
 from ..symbolic import L_o, L_p
 from ..units import GB, GiB
+from ..models import kv_bytes_per_token
 from ..validation import implied_mbu, implied_mfu, static_batch_time
 
 __all__ = ["QUESTIONS"]
@@ -106,12 +107,17 @@ QUESTIONS = [
     ),
     Question(
         id="validation.implied_mbu",
-        prompt=("LMDeploy measured a median inter-token latency of 17 ms for Llama-2-13B in fp16 at batch 1 "
-                "on one A100 (take the SXM4-80GB), with about 64 tokens in the KV cache. What MBU does "
+        prompt=("{source} a median inter-token latency of {measured_ms:g} ms for {model} in fp16 at batch 1 "
+                "on one A100 (take the SXM4-80GB), with about {context_len} tokens in the KV cache. What MBU does "
                 "that imply: (weight + KV bytes) / (time x peak bandwidth)? A fraction."),
         answer=lambda p: _mbu(p),
         params={"model": "Llama-2-13B", "accelerator": "A100-SXM4-80GB", "dtype": "fp16", "batch_size": 1,
                 "context_len": 64, "measured": 0.017},
+        variants={"model": ("Llama-2-13B", "Llama-2-7B"), "context_len": (64, 512, 1024),
+                  "measured": (0.015, 0.017, 0.02)},
+        derive=lambda p: {**p, "measured_ms": round(p["measured"] * 1e3, 3),
+                          "source": ("LMDeploy measured" if (p["model"], p["context_len"], p["measured"])
+                                     == ("Llama-2-13B", 64, 0.017) else "Suppose a benchmark measured")},
         mistakes=[
             Mistake("You used the PCIe part's 1.935 TB/s; the question takes the SXM4's 2.039 TB/s.",
                     lambda p: _mbu(p, accelerator="A100-PCIe-80GB")),
@@ -122,53 +128,65 @@ QUESTIONS = [
     ),
     Question(
         id="validation.implied_mfu",
-        prompt=("TensorRT-LLM (v0.5) measured a first-token latency of 133 ms for one 2,048-token prompt of "
+        prompt=("{source} a first-token latency of {measured_ms:g} ms for one {prompt_len:,}-token prompt of "
                 "Llama-2-7B in fp16 on an A100-SXM4-80GB. What MFU does it imply: the prefill's FLOPs "
                 "(blocks for every token, LM head once, causal attention) / (time x dense peak)? A fraction."),
         answer=lambda p: _mfu(p),
-        params={"model": "Llama-2-7B", "accelerator": "A100-SXM4-80GB", "prompt_len": 2048, "measured": 0.133},
+        params={"model": "Llama-2-7B", "accelerator": "A100-SXM4-80GB", "run": (2048, 0.133)},
+        variants={"run": ((2048, 0.133), (1024, 0.07), (2048, 0.16), (3072, 0.21))},
+        derive=lambda p: {**p, "prompt_len": p["run"][0], "measured": p["run"][1],
+                          "measured_ms": round(p["run"][1] * 1e3, 3),
+                          "source": ("TensorRT-LLM (v0.5) measured" if p["run"] == (2048, 0.133)
+                                     else "Suppose a benchmark measured")},
         mistakes=[
-            Mistake("Half the answer: either the sparse 624 TFLOP/s (dense fp16 is 312) or one FLOP per "
-                    "multiply-add (it is two).", lambda p: _mfu(p, accelerator=_sparse(p["accelerator"]))),
-            Mistake("The LM head runs once per prompt, for the last token, not for all 2,048.",
+            Mistake("Half the answer: either the 2:4-sparse headline (twice the dense fp16 peak) or one FLOP "
+                    "per multiply-add (it is two).", lambda p: _mfu(p, accelerator=_sparse(p["accelerator"]))),
+            Mistake("The LM head runs once per prompt, for the last token, not for every prompt token.",
                     lambda p: _flops_over_peak(p, prefill_flops(p["model"], p["prompt_len"], all_logits=True))),
-            Mistake("Count the causal attention FLOPs too (4 % of the total here).",
+            Mistake("Count the causal attention FLOPs too (a few per cent of the total here).",
                     lambda p: _flops_over_peak(p, prefill_flops(p["model"], p["prompt_len"], part="linear"))),
             Mistake("Inverted: MFU is achieved / peak, at most 1.", lambda p: 1 / _mfu(p)),
         ],
     ),
     Question(
         id="validation.static_throughput",
-        prompt=("A static-batch benchmark runs 64 prompts of 128 tokens of Llama-2-7B (fp16) together on one "
-                "A100-SXM4-80GB and generates 128 tokens for each. What output throughput (tokens/s) is the "
-                "physical bound (MFU = MBU = 1, hybrid steps)? The run is one prefill of the 64 prompts, then "
-                "127 decode steps at contexts 128, 129, ..., 254."),
+        prompt=("A static-batch benchmark runs {batch_size} prompts of {prompt_len} tokens of Llama-2-7B (fp16) together "
+                "on one A100-SXM4-80GB and generates {output_len} tokens for each. What output throughput (tokens/s) "
+                "is the physical bound (MFU = MBU = 1, hybrid steps)? The run is one prefill of the {batch_size} "
+                "prompts, then {steps} decode steps at contexts {prompt_len}, {next}, ..., {last}."),
         answer=lambda p: _throughput(p, _static(p)),
         unit="tok/s",
         params={"model": "Llama-2-7B", "accelerator": "A100-SXM4-80GB", "batch_size": 64, "prompt_len": 128,
                 "output_len": 128},
+        variants={"batch_size": (32, 64), "prompt_len": (128, 256), "output_len": (128, 256)},
+        derive=lambda p: {**p, "steps": p["output_len"] - 1, "next": p["prompt_len"] + 1,
+                          "last": p["prompt_len"] + p["output_len"] - 2},
         mistakes=[
-            Mistake("A static benchmark's clock includes the prefill of all 64 prompts (0.34 s here), "
+            Mistake("A static benchmark's clock includes the prefill of all the prompts, "
                     "not only the decode steps.", lambda p: _throughput(p, _static(p, "decode"))),
             Mistake("The KV cache grows during the run: step j reads L_p + j - 1 tokens per sequence, "
                     "not L_p.", lambda p: _throughput(p, _static(p, "prefill") + _decode_steps_at(
                         p, p["prompt_len"]))),
             Mistake("Each step also reads every sequence's KV cache, not only the weights.",
                     lambda p: _throughput(p, _static(p, "prefill") + _decode_steps_at(p, 0))),
-            Mistake("That is requests per second: multiply by the 128 tokens each request generates.",
+            Mistake("That is requests per second: multiply by the tokens each request generates.",
                     lambda p: p["batch_size"] / _static(p)),
         ],
     ),
     Question(
         id="validation.per_gpu_total",
-        prompt=("TensorRT-LLM's H100 table reports 2,657 output tokens/s per GPU for Llama-2-70B (fp8) run "
-                "with tensor parallelism 2. What total throughput does that 2-GPU instance deliver, in "
-                "tokens/s?"),
+        prompt=("{source} {per_gpu:,.0f} output tokens/s per GPU for Llama-2-70B (fp8) run "
+                "with tensor parallelism {tensor_parallel}. What total throughput does that {tensor_parallel}-GPU "
+                "instance deliver, in tokens/s?"),
         answer=lambda p: p["per_gpu"] * p["tensor_parallel"],
         unit="tok/s",
         params={"per_gpu": 2657.0, "tensor_parallel": 2},
+        variants={"per_gpu": (1800.0, 2657.0, 3100.0), "tensor_parallel": (2, 4, 8)},
+        derive=lambda p: {**p, "source": ("TensorRT-LLM's H100 table reports"
+                                          if (p["per_gpu"], p["tensor_parallel"]) == (2657.0, 2)
+                                          else "Suppose a benchmark table reports")},
         mistakes=[
-            Mistake("That is the per-GPU figure: the instance spans 2 GPUs, so it delivers twice that.",
+            Mistake("That is the per-GPU figure: the instance spans N GPUs, so it delivers N times that.",
                     lambda p: p["per_gpu"]),
             Mistake("Per GPU is total / N, so total is per GPU x N, not / N.",
                     lambda p: p["per_gpu"] / p["tensor_parallel"]),
@@ -178,24 +196,29 @@ QUESTIONS = [
     Question(
         id="validation.running_batch",
         prompt=("LMDeploy's table has a static run of 64 sequences of 2,048 + 2,048 tokens of Llama-2-7B "
-                "(fp16) on one A100-80GB. Using all of the GPU's 80 GiB (nothing reserved), how many "
-                "sequences of 4,096 tokens can hold their KV cache at once?"),
+                "(fp16) on one A100-80GB. {where}, using all of the GPU's {memory_gib} GiB (nothing reserved), how "
+                "many sequences of {context_len:,} tokens can hold their KV cache at once?"),
         answer=lambda p: _fit(p),
-        params={"model": "Llama-2-7B", "accelerator": "A100-SXM4-80GB", "context_len": 4096, "memory_gib": 80},
+        params={"model": "Llama-2-7B", "gpu": ("A100-SXM4-80GB", 80), "context_len": 4096},
+        variants={"gpu": (("A100-SXM4-80GB", 80), ("A100-SXM4-40GB", 40)), "context_len": (2048, 3072, 4096)},
+        derive=lambda p: {**p, "accelerator": p["gpu"][0], "memory_gib": p["gpu"][1],
+                          "where": "There" if p["gpu"][1] == 80 else f"On an {p['gpu'][0]}"},
         mistakes=[
-            Mistake("An A100-80GB holds 80 GiB (nvidia-smi: 81,920 MiB), not 80e9 bytes.",
-                    lambda p: _fit(p, memory_bytes=80 * GB)),
+            Mistake("An A100's memory is counted in GiB (nvidia-smi shows 81,920 MiB for the 80 GB part), "
+                    "not in units of 1e9 bytes.",
+                    lambda p: _fit(p, memory_bytes=p["memory_gib"] * GB)),
             Mistake("The question uses all the memory; 0.9 is vLLM's default share, not a physical limit.",
                     lambda p: _fit(p, utilisation=0.9)),
-            Mistake("The weights (12.6 GiB) share the memory with the KV cache: subtract them first.",
-                    lambda p: int(p["memory_gib"] * GiB // (p["context_len"] * 2 * 32 * 32 * 128 * 2))),
+            Mistake("The weights share the memory with the KV cache: subtract them first.",
+                    lambda p: int(p["memory_gib"] * GiB // (p["context_len"] * kv_bytes_per_token(p["model"], "fp16")))),
             Mistake("Each token stores a key and a value per layer and KV head: 2 x 32 x 32 x 128 x 2 B = "
                     "0.5 MiB in fp16.", lambda p: _fit(p, kv_dtype="fp8")),
         ],
     ),
     Question(
         id="validation.beats_bound_cause",
-        prompt=("That LMDeploy run reports a median inter-token latency of 47 ms, below its 57 ms physical "
+        prompt=("LMDeploy's table has a static run of 64 sequences of 2,048 + 2,048 tokens of Llama-2-7B (fp16) on "
+                "one A100-80GB that reports a median inter-token latency of 47 ms, below its 57 ms physical "
                 "bound for 64 sequences. The likeliest explanation? One of: " + ", ".join(
                     repr(c) for c in _CAUSES) + "."),
         answer=lambda p: "fewer sequences were running than stated",
@@ -213,11 +236,16 @@ QUESTIONS = [
     ),
     Question(
         id="validation.launch_overhead",
-        prompt=("On our H200 one decode step of a Llama-3.1-8B replica (batch 1, 512 tokens of context) took "
-                "18.10 ms run eagerly from Python and 5.63 ms replayed from a CUDA graph. What fraction of "
-                "the eager step is overhead the graph removes? A fraction."),
+        prompt=("{source} one decode step of a Llama-3.1-8B replica (batch 1, 512 tokens of context) took "
+                "{eager_ms:.2f} ms run eagerly from Python and {graph_ms:.2f} ms replayed from a CUDA graph. What "
+                "fraction of the eager step is overhead the graph removes? A fraction."),
         answer=lambda p: 1 - p["graph"] / p["eager"],
-        params={"eager": 0.0180982, "graph": 0.00563411},   # data/device-measurements.csv, 2026-11-29
+        params={"times": (0.0180982, 0.00563411)},   # data/device-measurements.csv, 2026-11-29
+        variants={"times": ((0.0180982, 0.00563411), (0.012, 0.0045), (0.025, 0.0075), (0.009, 0.0063))},
+        derive=lambda p: {**p, "eager": p["times"][0], "graph": p["times"][1],
+                          "eager_ms": p["times"][0] * 1e3, "graph_ms": p["times"][1] * 1e3,
+                          "source": ("On our H200" if p["times"] == (0.0180982, 0.00563411)
+                                     else "Suppose that on some GPU")},
         mistakes=[
             Mistake("That is the ratio eager / graph (how many times slower); the question asks for the "
                     "share of the eager time.", lambda p: p["eager"] / p["graph"]),
@@ -231,12 +259,16 @@ QUESTIONS = [
     Question(
         id="validation.calibrated_itl",
         prompt=("The chapter's A100 calibration gives MBU = 0.72 and MFU = 0.62. Predict the decode step time "
-                "(ITL) of Llama-2-13B in fp16 at batch 16 with 64 tokens of context on an A100-SXM4-80GB, "
-                "with the hybrid step model. Answer in ms (LMDeploy measured 18 ms)."),
+                "(ITL) of {model} in fp16 at batch {batch_size} with {context_len} tokens of context on an "
+                "A100-SXM4-80GB, with the hybrid step model. Answer in ms{measured}."),
         answer=lambda p: _itl(p),
         unit="ms",
         params={"model": "Llama-2-13B", "accelerator": "A100-SXM4-80GB", "batch_size": 16, "context_len": 64,
                 "mbu": 0.72, "mfu": 0.62},
+        variants={"model": ("Llama-2-13B", "Llama-2-7B"), "batch_size": (8, 16, 32), "context_len": (64, 256, 512)},
+        derive=lambda p: {**p, "measured": (" (LMDeploy measured 18 ms)"
+                                            if (p["model"], p["batch_size"], p["context_len"]) == ("Llama-2-13B", 16, 64)
+                                            else "")},
         mistakes=[
             Mistake("That is the physical bound (efficiencies 1.0): the calibrated step reads at 0.72 x the "
                     "peak bandwidth, so it takes longer.", lambda p: _itl(p, mbu=1.0, mfu=1.0)),

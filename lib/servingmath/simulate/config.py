@@ -249,7 +249,8 @@ class Disaggregated:
     prompt tokens (prefill-only iterations of up to ``max_prefill_tokens``,
     interactive first, FCFS), emits its first token there, then its prompt's
     KV cache (prompt_len x KV bytes per token) moves to a decode instance in
-    ``transfer_latency + bytes / link_bandwidth`` seconds (transfers do not
+    ``transfer_latency + bytes / link_bandwidth`` seconds
+    (:func:`servingmath.memory.kv_transfer_time`, :meth:`transfer_time`; transfers do not
     contend). It joins the decode instance with the fewest sequences at its
     next step boundary, once its full KV (prompt + output) fits beside the
     others' (reservation, so the decode pool never preempts). A prefill
@@ -293,6 +294,21 @@ class Disaggregated:
             value = getattr(self, name)
             if value is not None and not isinstance(value, Server):
                 raise ValueError(f"{name} must be a Server or None, got {value!r}")
+
+    def transfer_time(self, model, prompt_len, *, kv_dtype: str = "bf16"):
+        """Seconds this policy charges to move a prompt's KV cache to a decode instance.
+
+        :func:`servingmath.memory.kv_transfer_time` with this policy's
+        ``link_bandwidth`` and ``transfer_latency``: the simulator charges the
+        same per request.
+
+        >>> round(Disaggregated(link_bandwidth=50e9).transfer_time("Llama-3.1-8B", 803) * 1e3, 2)   # ms
+        2.11
+        """
+        from ..memory import kv_transfer_time
+
+        return kv_transfer_time(model, prompt_len, link_bandwidth=self.link_bandwidth, kv_dtype=kv_dtype,
+                                latency=self.transfer_latency)
 
 
 def expected_tokens_per_step(acceptance_rate, num_draft_tokens):

@@ -22,7 +22,8 @@ import dataclasses
 
 import numpy as np
 
-from ..models import get_model, kv_bytes_per_token
+from ..memory import kv_transfer_time
+from ..models import get_model
 from ..workloads import ClosedLoop, Poisson, Timestamps
 from .config import ChunkedPrefill, ContinuousBatching, Disaggregated
 from .instance import _ARRIVAL, _END, _TRANSFER, INF, NAN
@@ -88,9 +89,11 @@ class Engine:
             dserver = policy.decode_server or server
             psteps, dsteps = pserver.build_step_times(), dserver.build_step_times()
             self.max_context = min(pserver.max_context_len, dserver.max_context_len)
-            kv_bytes = (kv_bytes_per_token(psteps.model, psteps.deployment.kv_dtype)
-                        if isinstance(psteps, LibraryStepTimes) else 0.0)
-            transfer = (float(policy.transfer_latency), kv_bytes / float(policy.link_bandwidth))
+            # memory.kv_transfer_time is affine in the prompt: latency + L_p x (seconds per token)
+            per_token = (float(kv_transfer_time(psteps.model, 1, link_bandwidth=policy.link_bandwidth,
+                                                kv_dtype=psteps.deployment.kv_dtype))
+                         if isinstance(psteps, LibraryStepTimes) else 0.0)
+            transfer = (float(policy.transfer_latency), per_token)
             cap_p = default_prefill_cap(pserver, policy.max_prefill_tokens)
             self.prefill_kv_capacity = pserver.kv_capacity(psteps)
             self.prefill_pool = [
