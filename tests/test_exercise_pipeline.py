@@ -41,7 +41,10 @@ def test_no_solution_line_survives_in_the_exercises():
         solution = nbformat.read(source, as_version=4)
         exercise = nbformat.read(ROOT / "exercises" / source.name, as_version=4)
         assert len(solution.cells) + 1 == len(exercise.cells)      # + the running-score cell
-        assert exercise.cells[-1].source.endswith(")") and "score(" in exercise.cells[-1].source
+        scores = [c for c in exercise.cells if c.get("id") == "cell-score"]
+        assert len(scores) == 1 and "score(" in scores[0].source
+        after = exercise.cells[exercise.cells.index(scores[0]) + 1:]   # only generated cells follow it
+        assert all(c.get("metadata", {}).get("servingmath", {}).get("generated") for c in after)
         for s_cell, e_cell in zip(solution.cells, exercise.cells):
             outside = region.sub("", s_cell.source)
             for body in region.findall(s_cell.source):

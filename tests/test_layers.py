@@ -5,7 +5,8 @@ The order, lowest first (a module may import only from lower layers or its own l
 facts (units, datatypes, _validation, symbolic, plotting) -> catalogs (hardware, models) -> sharding,
 settings -> deployment -> step -> decode, prefill, roofline, memory -> speculative, slo, queueing, metrics,
 workloads, benchmarks -> parallelism, quantization, pareto, moe -> simulate, capacity, validation, ... ->
-the book's tools (question types, questions, checks, drill, assignments, explorer, estimate, validate).
+the question bank (question types are low: they need only units) -> the book's tools (checks, drill,
+assignments and its sandbox, explorer, estimate, validate).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import servingmath
 ROOT = Path(servingmath.__file__).parent
 
 LAYERS = [
-    {"units", "datatypes", "_validation", "symbolic", "plotting", "__init__"},
-    {"hardware", "models"},
+    {"units", "datatypes", "_validation", "symbolic", "plotting", "__init__", "answers"},
+    {"hardware", "models", "question"},
     {"sharding", "settings"},
     {"deployment"},
     {"step"},
@@ -29,8 +30,8 @@ LAYERS = [
     {"speculative", "slo", "queueing", "metrics", "workloads", "benchmarks"},
     {"parallelism", "quantization", "pareto", "moe"},
     {"simulate", "capacity", "validation", "scheduling_plots", "fleet"},
-    {"question", "questions", "answers", "checks", "drill", "assignments", "explorer", "estimate", "validate",
-     "references", "conventions"},
+    {"questions"},
+    {"checks", "drill", "assignments", "sandbox", "_runner", "explorer", "estimate", "validate", "conventions"},
 ]
 
 

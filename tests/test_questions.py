@@ -91,9 +91,10 @@ def test_garbage_answers_get_a_helpful_reply_not_a_traceback():
 
 def test_symbolic_answers_accept_strings_and_equivalent_forms():
     q = get_question("anatomy.e2e_formula")
-    T1, T, n = sp.symbols("T_1 T n", positive=True)
-    assert evaluate(q, "T_1 + n*T - T").correct
-    assert evaluate(q, T1 + T * (n - 1)).correct
+    T1, T, L_o = sp.symbols("T_1 T L_o", positive=True)
+    assert evaluate(q, "T_1 + L_o*T - T").correct
+    assert evaluate(q, T1 + T * (L_o - 1)).correct
+    assert not evaluate(q, T1 + T * L_o).correct
     assert evaluate(q, "T_1 + ").status == "invalid"
 
 

@@ -197,12 +197,14 @@ def decode_expression():
     model, acc = models.get_model(MODEL), hardware.get_accelerator(ACCELERATOR)
     B, S, N = symbolic.B, symbolic.S, symbolic.N
     W, F = acc.memory_bandwidth, acc.peak_flops("bf16")
-    weights = models.weight_bytes(model, "bf16")
+    # the weights a step reads: all but the input-embedding table, plus the B rows it gathers
+    # (the library's step model, servingmath.step; Llama-3.1-8B's embeddings are untied)
+    read = models.weight_bytes(model, "bf16") - models.input_embedding_parameter_count(model) * 2
     params = decode.matmul_parameter_count(model)
     kv = models.kv_bytes_per_token(model, "bf16")
     L, H, d_h, D = model.n_layers, model.n_heads, model.head_dim, model.hidden_size
     beta = acc.interconnect_bandwidth
-    expr = (sp.Max(weights / (N * W), 2 * params * B / (N * F))
+    expr = (sp.Max((read + B * D * 2) / (N * W), 2 * params * B / (N * F))
             + sp.Max(B * S * kv / (N * W), 4 * L * H * d_h * S * B / (N * F))
             + 2 * L * 2 * (N - 1) / N * B * D * 2 / beta)
     return expr, (B, S, N)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_time
 from ..hardware import get_accelerator
 from ..metrics import e2e_from_ttft_tpot
 from ..models import get_model, kv_bytes_per_token, parameter_count, weight_bytes
 
-_T1, _T, _n = sp.symbols("T_1 T n", positive=True)
+_T1, _T, _n = sp.symbols("T_1 T L_o", positive=True)   # the book's notation (chapter 00)
 _GQA_MODELS = ("Llama-3.1-8B", "Mistral-7B", "Qwen2.5-7B", "Llama-3.1-70B", "Qwen2.5-72B")
 
 
@@ -102,14 +102,14 @@ QUESTIONS = [
     ),
     Question(
         "anatomy.e2e_formula",
-        "Write E2E as a sympy expression in T_1 (TTFT), T (TPOT) and n (output tokens).",
+        "Write E2E as a sympy expression in T_1 (TTFT), T (TPOT) and L_o (output tokens).",
         answer=lambda p: _T1 + (_n - 1) * _T,
         kind="symbolic",
-        symbols={"T_1": _T1, "T": _T, "n": _n},
+        symbols={"T_1": _T1, "T": _T, "L_o": _n},
         mistakes=[
-            Mistake("Off by one token: the first token arrives at T_1, so n - 1 gaps follow.",
+            Mistake("Off by one token: the first token arrives at T_1, so L_o - 1 gaps follow.",
                     lambda p: _T1 + _n * _T),
-            Mistake("n x T alone leaves out the wait for the first token.", lambda p: _n * _T),
+            Mistake("L_o x T alone leaves out the wait for the first token.", lambda p: _n * _T),
         ],
     ),
     Question(
@@ -128,6 +128,10 @@ QUESTIONS = [
                     / get_accelerator(p["accelerator"]).peak_flops("bf16")),
             Mistake("That is fp8 (1 byte per weight); the question says bf16 (2 bytes).",
                     lambda p: weight_bytes(p["model"], "fp8")
+                    / get_accelerator(p["accelerator"]).memory_bandwidth),
+            Mistake("You read every stored weight, P b_w: a step gathers one row of the input-embedding "
+                    "table per token and never streams the table, so it reads (P - V D) b_w plus that row.",
+                    lambda p: weight_bytes(p["model"], "bf16")
                     / get_accelerator(p["accelerator"]).memory_bandwidth),
         ],
     ),

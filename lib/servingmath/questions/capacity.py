@@ -13,7 +13,7 @@ import sympy as sp
 
 from ..capacity import (batch_quantile, cheapest_plan, cost_per_million_tokens, replica_capacity,
                         replicas_needed, workload_statistics)
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_time
 from ..pareto import compute_dtype_for
 from ..slo import max_batch_for_tpot

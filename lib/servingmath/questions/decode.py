@@ -12,7 +12,7 @@ import math
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import (
     critical_context_length,
     decode_step_parts,
@@ -373,7 +373,7 @@ QUESTIONS = [
         params={"model": "Llama-2-7B", "accelerator": "A100-SXM4-80GB", "context": 2048,
                 "reserve": 0.9},
         mistakes=[
-            Mistake("Compare the two batch sizes: the knee is about the ridge point (~156 sequences "
+            Mistake("Compare the two batch sizes: the knee is about the ridge point (~153 sequences "
                     "here), but 2048 tokens x 0.5 MiB per token leave room for only a few dozen "
                     "sequences next to the weights.",
                     lambda p: "compute" if _which_limit(p) == "memory capacity" else "memory capacity"),

@@ -25,7 +25,7 @@ import re
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_time, knee_batch_size
 from ..hardware import get_accelerator
 from ..memory import max_batch_size, memory_available_for_kv

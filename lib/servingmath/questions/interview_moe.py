@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..hardware import get_accelerator
 from ..models import active_parameter_count, get_model, kv_bytes_per_token, parameter_count
 from ..moe import experts_touched, moe_knee, weight_bytes_read

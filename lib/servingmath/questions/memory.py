@@ -12,7 +12,7 @@ import math
 import sympy as sp
 
 from .. import symbolic as sy
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..datatypes import bytes_per_element
 from ..decode import decode_step_parts
 from ..hardware import get_accelerator
@@ -29,9 +29,9 @@ from ..units import GB, GiB, MiB
 from ._variants import GQA_8B_CLASS, named
 
 # symbols of the derivation: the book's, plus u (gpu_memory_utilization) and R (reserve bytes)
-_u = sp.Symbol("u", positive=True)
-_R = sp.Symbol("R", positive=True)
-_SYMBOLS = {"M": sy.M, "u": _u, "R": _R, "P": sy.P, "b_w": sy.b_w, "N": sy.N, "L": sy.L,
+_u = sy.u
+_R = sy.M_res   # the reserve is M_res in the book's notation (R is the ridge point)
+_SYMBOLS = {"M": sy.M, "u": _u, "M_res": _R, "P": sy.P, "b_w": sy.b_w, "N": sy.N, "L": sy.L,
             "K": sy.K, "H": sy.H, "d_h": sy.d_h, "b_kv": sy.b_kv, "S": sy.S}
 
 
@@ -273,12 +273,16 @@ QUESTIONS = [
                     lambda p: _step_parts(p)[0]),
             Mistake("You read only the KV cache: the weights are read once per step too.",
                     lambda p: _step_parts(p)[1]),
+            Mistake("You read every stored weight, P b_w: a step gathers one row of the input-embedding "
+                    "table per sequence and never streams the table, so it reads (P - V D + B D) b_w.",
+                    lambda p: (weight_bytes(p["model"]) / get_accelerator(p["accelerator"]).memory_bandwidth
+                               + _step_parts(p)[1])),
         ],
     ),
     Question(
         "memory.max_batch_formula",
-        "Write B_max before rounding down, for N <= K, as a sympy expression in M, u, R, P, b_w, "
-        "N, L, K, d_h, b_kv and S (per-GPU memory M, utilisation u, reserve R, parameters P, "
+        "Write B_max before rounding down, for N <= K, as a sympy expression in M, u, M_res, P, b_w, "
+        "N, L, K, d_h, b_kv and S (per-GPU memory M, utilisation u, reserve M_res, parameters P, "
         "tensor-parallel degree N).",
         answer=lambda p: _b_max_expr(),
         kind="symbolic",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..datatypes import bytes_per_element
 from ..deployment import Deployment
 from ..hardware import get_accelerator

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .. import symbolic
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_parts
 from ..hardware import get_accelerator
 from ..memory import kv_bytes_per_token_per_gpu, min_tensor_parallel

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_parts, decode_step_time, decode_throughput
 from ..memory import max_batch_size, min_tensor_parallel
 from ..pareto import compute_dtype_for, decode_curve, pareto_mask, prefill_curve

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..hardware import get_accelerator
 from ..models import get_model, parameter_count
 from ..prefill import (body_parameter_count, burst_mean_ttft, critical_prompt_length, prefill_flops,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_parts
 from ..models import weight_bytes
 from ..prefill import prefill_time

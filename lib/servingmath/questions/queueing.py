@@ -10,7 +10,7 @@ import math
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..prefill import prefill_time
 from ..queueing import (
     littles_law,

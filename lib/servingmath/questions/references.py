@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_parts, decode_step_time
 from ..hardware import Accelerator
 from ..memory import chips_needed, kv_transfer_time, kv_tokens_freed_per_step, max_batch_size, max_kv_tokens

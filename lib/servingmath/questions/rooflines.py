@@ -7,11 +7,11 @@ of a multiply-add forgotten, query heads for KV heads, ...), each with its hint.
 
 from __future__ import annotations
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..datatypes import bytes_per_element
 from ..decode import decode_step_parts
 from ..hardware import get_accelerator
-from ..models import get_model, weight_bytes
+from ..models import get_model, kv_bytes_per_token, weight_bytes
 from ..roofline import (critical_batch_size, decode_attention_intensity, matmul_flops, matmul_intensity,
                         prefill_attention_intensity, ridge_point, time_lower_bound,
                         time_upper_bound)
@@ -45,6 +45,11 @@ def _step_bytes_with_query_heads(p):
     m = get_model(p["model"])
     kv_mha = 2.0 * m.n_layers * m.n_heads * m.head_dim * 2
     return weight_bytes(m) + p["batch_size"] * p["context_len"] * kv_mha
+
+
+def _step_bytes_with_stored_weights(p):
+    m = get_model(p["model"])
+    return weight_bytes(m) + p["batch_size"] * p["context_len"] * kv_bytes_per_token(m)
 
 
 def _prefill(p, qo=True, causal=True, mha=False):
@@ -252,6 +257,10 @@ QUESTIONS = [
                     lambda p: _step(p)[0] / get_accelerator(p["accelerator"]).peak_flops("bf16")),
             Mistake("You sized the KV cache with the query heads: the model stores fewer KV heads (GQA).",
                     lambda p: _step_bytes_with_query_heads(p)
+                    / get_accelerator(p["accelerator"]).memory_bandwidth),
+            Mistake("You read every stored weight, P b_w: a step gathers one row of the input-embedding "
+                    "table per sequence and never streams the table, so it reads (P - V D + B D) b_w.",
+                    lambda p: _step_bytes_with_stored_weights(p)
                     / get_accelerator(p["accelerator"]).memory_bandwidth),
         ],
     ),

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..simulate import ContinuousBatching, Poisson, Server, SimulationConfig, simulate
 from ..simulate.results import weighted_percentile
 from ..workloads import chat_workload

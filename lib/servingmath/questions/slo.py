@@ -11,7 +11,7 @@ import math
 import numpy as np
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_throughput
 from ..memory import max_batch_size
 from ..slo import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_time, knee_batch_size
 from ..models import get_model, weight_bytes
 from ..speculative import (

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import sympy as sp
 
-from ..checks import Mistake, Question
+from ..question import Mistake, Question
 from ..decode import decode_step_time
 from ..hardware import get_accelerator
 from ..memory import max_batch_size
