@@ -141,7 +141,8 @@ def rate_sweep(config: SimulationConfig, rates, n_gpus: int = 1, seed: int = 0, 
     Parameters
     ----------
     config : SimulationConfig
-        Its ``arrivals`` are replaced by ``Poisson(rate x n_gpus)``.
+        Its ``arrivals`` are replaced by ``Poisson(rate x n_gpus)``, keeping the
+        burstiness of gamma arrivals (``Poisson(rate, burstiness=k)``).
     rates : array_like
         Requests per second per GPU, > 0.
     n_gpus : int
@@ -168,8 +169,11 @@ def rate_sweep(config: SimulationConfig, rates, n_gpus: int = 1, seed: int = 0, 
     attainment = np.zeros((len(pairs), r.size))
     goodput = np.zeros((len(pairs), r.size))
     results = []
+    base = config.arrivals
     for j, rate in enumerate(r):
-        res = simulate(dataclasses.replace(config, arrivals=Poisson(float(rate) * g)), seed)
+        arrivals = (dataclasses.replace(base, rate=float(rate) * g) if isinstance(base, Poisson)
+                    else Poisson(float(rate) * g))
+        res = simulate(dataclasses.replace(config, arrivals=arrivals), seed)
         rec = res.records
         ttft, tpot = rec.ttft, rec.tpot
         tp50, tp99 = np.nanpercentile(tpot, [50, 99]) if np.any(np.isfinite(tpot)) else (np.nan, np.nan)
