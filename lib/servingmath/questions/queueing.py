@@ -269,12 +269,13 @@ QUESTIONS = [
     Question(
         "queueing.md1_p99_ttft",
         "Llama-3.1-8B in bf16 on one H100-SXM5-80GB prefills 2048-token prompts one at a time (physical "
-        "bound). Requests arrive as a Poisson stream at 28 req/s. What is the P99 of the TTFT, exactly "
+        "bound). Requests arrive as a Poisson stream at {rate:g} req/s. What is the P99 of the TTFT, exactly "
         "(Erlang's M/D/1 waiting-time distribution)? (ms)",
         answer=lambda p: md1_wait_quantile(p["rate"], _d(p), 0.99) + _d(p),
         unit="ms",
         rel_tol=0.01,
         params={**_PREFILL, "rate": 28.0},
+        variants={"rate": (24.0, 26.0, 28.0)},
         mistakes=[
             Mistake("That is the mean TTFT; the P99 is several times it (the wait's tail is long).",
                     lambda p: prefill_mean_ttft(p["rate"], p["model"], p["accelerator"], p["prompt_len"])),
