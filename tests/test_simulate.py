@@ -258,7 +258,7 @@ def test_batch_cap_one_with_exponential_like_service_is_mm1():
     for q in (0.5, 0.99):
         value, se_q = batch_quantile(r.e2e, 100 * q)
         assert se_q < 0.05 * value
-        assert abs(value - queueing.mm1_sojourn_quantile(rho, s, q)) < 4 * se_q + 1e-3 * value
+        assert abs(value - queueing.mm1_sojourn_quantile(q, rho, s)) < 4 * se_q + 1e-3 * value
 
 
 def test_same_trace_as_ciw_priority_queue():
