@@ -18,6 +18,7 @@ from ..models import weight_bytes
 from ..prefill import prefill_time
 from ..quantization import (Scheme, get_scheme, scheme_knee, scheme_max_batch, scheme_step_time,
                             throughput_at_tpot_slo, tpot_floor)
+from ..settings import REALISTIC
 from ..symbolic import K, L, S, W, b_kv, b_w, d_h, tau, H
 from ._variants import GPUS_FP8, GQA_8B_CLASS, named
 
@@ -121,11 +122,12 @@ QUESTIONS = [
                                                                               "MI300X")},
         mistakes=[
             Mistake("That is the bf16 knee. Fewer bytes per weight shorten the weight read that hides the "
-                    "matmuls, so the knee moves down: B* = (F/W)(P_w/P)(b_w/2).",
+                    "matmuls, so the knee moves down: B* is about R b_w / 2, with R = F / W the ridge point.",
                     lambda p: scheme_knee(p["model"], p["accelerator"], scheme="W16A16")),
             Mistake("Upside down: the knee is proportional to b_w, so int4 weights move it down four-fold, "
                     "not up.",
-                    lambda p: 4 * scheme_knee(p["model"], p["accelerator"], scheme="W16A16")),
+                    lambda p: 4 * scheme_knee(p["model"], p["accelerator"], scheme="W16A16"),
+                    name="inverted: int4 weights move the knee up"),
             Mistake("Weight-only quantization computes in bf16: use the bf16 peak, not the fp8 (or int8) one.",
                     lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(p["scheme"], compute_dtype="fp8"))),
         ],
@@ -247,7 +249,7 @@ QUESTIONS = [
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB",
                 "options": ("W4A16", "W8A8-FP8", "W16A16+KV8")},
         mistakes=[
-            Mistake("fp8 math halves b_w AND doubles the peak FLOP/s: B* = (F/W)(P_w/P)(b_w/2) stays where "
+            Mistake("fp8 math halves b_w AND doubles the peak FLOP/s: B*, about (F/W)(b_w/2), stays where "
                     "bf16 had it.", lambda p: "fp8 weights with fp8 math"),
             Mistake("The KV data type is not in the hybrid knee (the weight matmuls against the weight read); "
                     "an fp8 cache moves the memory wall and the throughput ceiling instead.",
@@ -267,7 +269,65 @@ QUESTIONS = [
             Mistake("Int4 cuts the TPOT floor, but at 4096 tokens the memory wall binds (the H100 sweeps its "
                     "72 usable GB in 21.5 ms, under 50 ms) and the caches, not the weights, fill the memory: "
                     "halving the cache doubles the batch, freeing 12 GB of weights adds about a fifth.",
-                    lambda p: "W4A16" if _better_upgrade(p) != "W4A16" else "W16A16+KV8"),
+                    lambda p: "W4A16" if _better_upgrade(p) != "W4A16" else "W16A16+KV8",
+                    name="inverted: int4 weights beat the fp8 cache"),
+        ],
+    ),
+    Question(
+        "quantization.knee_w4a4_fp4",
+        "The knee B* (hybrid model) of {model} with {scheme} (4-bit float weights with their block scales, "
+        "and fp4 math on the tensor cores) on one {accelerator}, at the physical bound, with the catalog's "
+        "dense peaks. (a number of sequences, not rounded)",
+        answer=lambda p: scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"]),
+        params={"model": "Llama-3.1-70B", "accelerator": "B200", "scheme": "W4A4-NVFP4"},
+        variants={"model": ("Llama-3.1-70B", "Llama-3.1-8B", "Qwen2.5-72B"), "accelerator": ("B200", "GB200"),
+                  "scheme": ("W4A4-NVFP4", "W4A4-MXFP4")},
+        mistakes=[
+            Mistake("Twice too large: that uses the sheet's 2:4-sparse fp4 peak. Blackwell sheets headline "
+                    "sparse figures; a dense checkpoint's matmuls run at the dense peak, half of it.",
+                    lambda p: 2 * scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"])),
+            Mistake("You left out the block scales: NVFP4 stores one E4M3 byte per 16 weights (0.5625 B per "
+                    "weight), MXFP4 one E8M0 byte per 32 (0.53125 B), not 0.5 B.",
+                    lambda p: scheme_knee(p["model"], p["accelerator"],
+                                          scheme=_with(p["scheme"], weight_dtype="int4"))),
+            Mistake("The block sizes are swapped: NVFP4 scales blocks of 16 weights, MXFP4 blocks of 32.",
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(
+                        p["scheme"], weight_dtype="mxfp4" if "NVFP4" in p["scheme"] else "nvfp4"))),
+            Mistake("That is the weight-only (W4A16) knee, with bf16 math. W4A4 multiplies in fp4, at four "
+                    "times the bf16 peak, which moves the knee back up, a little above bf16's.",
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(p["scheme"],
+                                                                                      compute_dtype="bf16"))),
+            Mistake("That is the fp8 peak; Blackwell's fp4 tensor cores run at twice the fp8 rate.",
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(p["scheme"],
+                                                                                      compute_dtype="fp8"))),
+        ],
+    ),
+    Question(
+        "quantization.tpot_floor_realistic",
+        "{model} with {scheme} on one {accelerator}, {context} tokens in the KV cache, batch 1, at the book's "
+        "realistic setting (MFU 0.5, MBU 0.75, 0.4 ms of fixed overhead per step; hybrid model). What is the "
+        "TPOT? (ms)",
+        answer=lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"],
+                                    setting="realistic"),
+        unit="ms",
+        params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 4096, "scheme": "W4A16"},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "A100-SXM4-80GB", "H200-SXM-141GB"),
+                  "context": (4096, 16384), "scheme": ("W4A16", "W8A16", "W4A16+KV8")},
+        mistakes=[
+            Mistake("That is the physical bound (MBU 1, no overhead); the question asks for the realistic "
+                    "setting: every byte takes 1/MBU as long, plus 0.4 ms per step.",
+                    lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"])),
+            Mistake("You left out the fixed 0.4 ms per step, which no data type shrinks.",
+                    lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"],
+                                         setting="realistic") - REALISTIC["step_overhead"]),
+            Mistake("At batch 1 the step is bandwidth-bound: divide its bytes by W x MBU (0.75), not by "
+                    "W x MFU (0.5).",
+                    lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"],
+                                         setting="realistic", mbu=REALISTIC["mfu"])),
+            Mistake("You multiplied the bandwidth time by MBU; an efficiency below 1 makes each byte slower: "
+                    "divide by it.",
+                    lambda p: (tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"])
+                               * REALISTIC["mbu"] + REALISTIC["step_overhead"])),
         ],
     ),
 ]
