@@ -19,11 +19,10 @@ from ..prefill import prefill_time
 from ..quantization import (Scheme, get_scheme, scheme_knee, scheme_max_batch, scheme_step_time,
                             throughput_at_tpot_slo, tpot_floor)
 from ..settings import REALISTIC
-from ..symbolic import K, L, S, W, b_kv, b_w, d_h, tau, H
+from ..symbolic import K, L, P_mm, S, W, b_kv, b_w, d_h, tau, H
 from ._variants import GPUS_FP8, GQA_8B_CLASS, named
 
-P_w = sp.Symbol("P_w", positive=True)
-_SYMBOLS = {"tau": tau, "W": W, "P_w": P_w, "b_w": b_w, "S": S, "L": L, "K": K, "d_h": d_h,
+_SYMBOLS = {"tau": tau, "W": W, "P_mm": P_mm, "b_w": b_w, "S": S, "L": L, "K": K, "d_h": d_h,
             "b_kv": b_kv, "H": H}
 
 
@@ -47,7 +46,7 @@ def _bandwidth_only_throughput(p):
     return b / t[b - 1]
 
 
-def _x_bandwidth(kv=2 * L * K * d_h * b_kv, weights=P_w * b_w, per_tau=True):
+def _x_bandwidth(kv=2 * L * K * d_h * b_kv, weights=P_mm * b_w, per_tau=True):
     batch = (tau * W - weights) / (S * kv)
     return batch / tau if per_tau else batch
 
@@ -220,8 +219,8 @@ QUESTIONS = [
     Question(
         "quantization.throughput_symbolic",
         "In the bandwidth-bound regime, the largest batch meeting a TPOT target tau reads tau W bytes per "
-        "step: the weights, P_w b_w bytes, once, and S 2 L K d_h b_kv bytes of KV cache per sequence. Give "
-        "the throughput at that batch, in tokens/s, as a sympy expression in tau, W, P_w, b_w, S, L, K, "
+        "step: the weights it reads, P_mm b_w bytes (P_mm: the matmul parameters), once, and S 2 L K d_h b_kv bytes of KV cache per sequence. Give "
+        "the throughput at that batch, in tokens/s, as a sympy expression in tau, W, P_mm, b_w, S, L, K, "
         "d_h, b_kv.",
         answer=lambda p: _x_bandwidth(),
         kind="symbolic",
@@ -230,7 +229,7 @@ QUESTIONS = [
         mistakes=[
             Mistake("That is the batch B_SLO; the throughput is B_SLO tokens per step of tau seconds: divide "
                     "by tau.", lambda p: _x_bandwidth(per_tau=False)),
-            Mistake("The weights take their bytes first: subtract P_w b_w from the tau W bytes a step may read.",
+            Mistake("The weights take their bytes first: subtract P_mm b_w from the tau W bytes a step may read.",
                     lambda p: _x_bandwidth(weights=0)),
             Mistake("k = 2 L K d_h b_kv: one key and one value vector per KV head and layer.",
                     lambda p: _x_bandwidth(kv=L * K * d_h * b_kv)),
