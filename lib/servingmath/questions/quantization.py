@@ -241,10 +241,11 @@ QUESTIONS = [
         "quantization.what_moves_the_knee_down",
         "Starting from bf16 weights, KV cache and math, which single change moves the decode knee B* "
         "(hybrid model) of Llama-3.1-8B on an H100 to a smaller batch: 'int4 weights with bf16 math', "
-        "'fp8 weights with fp8 math' or 'an fp8 KV cache'?",
+        "'fp8 weights with fp8 math', 'an fp8 KV cache' or 'none of them (int4 weights move it up)'?",
         answer=_lower_knee,
         kind="choice",
-        choices=("int4 weights with bf16 math", "fp8 weights with fp8 math", "an fp8 KV cache"),
+        choices=("int4 weights with bf16 math", "fp8 weights with fp8 math", "an fp8 KV cache",
+                 "none of them (int4 weights move it up)"),
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB",
                 "options": ("W4A16", "W8A8-FP8", "W16A16+KV8")},
         mistakes=[
@@ -253,6 +254,11 @@ QUESTIONS = [
             Mistake("The KV data type is not in the hybrid knee (the weight matmuls against the weight read); "
                     "an fp8 cache moves the memory wall and the throughput ceiling instead.",
                     lambda p: "an fp8 KV cache"),
+            Mistake("Upside down: fewer bytes per weight shorten the weight read that hides the matmuls, so "
+                    "the bf16 matmuls take over at a smaller batch; B* is about R b_w / 2, down four-fold "
+                    "with int4 weights.",
+                    lambda p: "none of them (int4 weights move it up)",
+                    name="inverted: int4 weights move the knee up"),
         ],
     ),
     Question(
