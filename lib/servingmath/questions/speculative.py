@@ -11,6 +11,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..question import Mistake, Question
+from ..settings import REALISTIC
 from ..decode import decode_coefficients, decode_step_time, knee_batch_size
 from ..models import get_model
 from ..speculative import (
@@ -78,6 +79,19 @@ def _break_even_short(p, gamma_denominator=None, draft_cost=True, per_step=False
     g = p["gamma"]
     tokens = 1.0 if per_step else _e(p)
     return knee * (tokens - (g * ratio if draft_cost else 0.0)) / (gamma_denominator or g + 1)
+
+
+def _break_even_realistic(p, overhead_steps=None):
+    """The short form B* (E - gamma delta - (gamma + 1 - E) theta) / (gamma + 1) at the realistic setting;
+    ``overhead_steps=1``: the mistake of charging the overhead once per speculative step."""
+    target, draft, gpu = _pair(p)
+    t = decode_coefficients(target, gpu, 0, setting="realistic")
+    d = decode_coefficients(draft, gpu, 0, setting="realistic")
+    e, g = _e(p), p["gamma"]
+    theta = t["overhead"] / t["weight_memory"]
+    steps = g + 1 if overhead_steps is None else overhead_steps
+    return (t["weight_memory"] / t["linear"] * (e - g * d["weight_memory"] / t["weight_memory"]
+                                                - (steps - e) * theta) / (g + 1))
 
 
 def _on_or_off(p):
@@ -239,6 +253,31 @@ QUESTIONS = [
                     "not gamma.", lambda p: _break_even_short(p, gamma_denominator=p["gamma"])),
             Mistake("Compare time per token, not per step: a speculative step yields E tokens.",
                     lambda p: _break_even_short(p, per_step=True)),
+        ],
+    ),
+    Question(
+        "speculative.break_even_realistic",
+        "The same pair, {target} with a {draft} draft on one {accelerator}, gamma = {gamma}, p = {alpha}, "
+        "S = 0, but at the book's realistic setting (setting=\"realistic\": MFU 0.5, MBU 0.75, 0.4 ms of "
+        "fixed overhead in every step, draft steps included). Beyond what batch size does speculation slow "
+        "decoding down? (a number of sequences, not rounded)",
+        difficulty="hard",
+        answer=lambda p: break_even_batch_size(*_pair(p), 0, p["alpha"], p["gamma"], setting="realistic"),
+        params={"target": "Llama-3.1-8B", "draft": "Llama-3.2-1B", "accelerator": "H100-SXM5-80GB",
+                "alpha": 0.8, "gamma": 4},
+        variants={"accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB"), "alpha": (0.7, 0.8),
+                  "gamma": (3, 4, 5)},
+        mistakes=[
+            Mistake("That is the physical bound; at the realistic setting the knee is lower and every step "
+                    "pays the fixed overhead.",
+                    lambda p: break_even_batch_size(*_pair(p), 0, p["alpha"], p["gamma"])),
+            Mistake("Scaling the bound's break-even by MFU / MBU moves the knee, but not the overhead: each of "
+                    "the gamma + 1 steps of a speculative step pays it, against E plain steps, so subtract "
+                    "(gamma + 1 - E) theta with theta = T_oh / T_w.",
+                    lambda p: break_even_batch_size(*_pair(p), 0, p["alpha"], p["gamma"])
+                    * REALISTIC["mfu"] / REALISTIC["mbu"]),
+            Mistake("The overhead is paid by every step, the gamma draft steps included, not once per "
+                    "speculative step.", lambda p: _break_even_realistic(p, overhead_steps=1)),
         ],
     ),
     Question(
