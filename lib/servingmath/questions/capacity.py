@@ -19,8 +19,8 @@ from ..question import Mistake, Question
 from ..queueing import mm1_mean_wait, mmc_mean_wait, erlang_c
 from ..slo import max_batch_for_tpot
 
-_R, _N, _p, _lam, _L_o = sp.symbols("R N p lambda L_o", positive=True)
-_COST_SYMBOLS = {"R": _R, "N": _N, "p": _p, "lam": _lam, "lambda": _lam, "L_o": _L_o}
+_n, _N, _p, _lam, _L_o = sp.symbols("n N p lambda L_o", positive=True)
+_COST_SYMBOLS = {"n": _n, "N": _N, "p": _p, "lam": _lam, "lambda": _lam, "L_o": _L_o}
 
 
 def _node_to_replica(p, gpus):
@@ -247,22 +247,22 @@ QUESTIONS = [
     ),
     Question(
         "capacity.cost_formula",
-        "A fleet of R replicas of N GPUs each, at p dollars per GPU-hour, serves lambda requests per second "
+        "A fleet of n replicas of N GPUs each, at p dollars per GPU-hour, serves lambda requests per second "
         "with L_o output tokens each on average. Write its cost in dollars per million output tokens. "
-        "(sympy expression in R, N, p, lam, L_o)",
-        answer=lambda p: 10**6 * _R * _N * _p / (3600 * _lam * _L_o),
+        "(sympy expression in n, N, p, lam, L_o)",
+        answer=lambda p: 10**6 * _n * _N * _p / (3600 * _lam * _L_o),
         kind="symbolic",
         symbols=_COST_SYMBOLS,
         mistakes=[
             Mistake("A replica of N GPUs costs N x p per hour: multiply by N.",
-                    lambda p: 10**6 * _R * _p / (3600 * _lam * _L_o)),
-            Mistake("The fleet has R replicas: multiply by R.", lambda p: 10**6 * _N * _p / (3600 * _lam * _L_o)),
+                    lambda p: 10**6 * _n * _p / (3600 * _lam * _L_o)),
+            Mistake("The fleet has n replicas: multiply by n.", lambda p: 10**6 * _N * _p / (3600 * _lam * _L_o)),
             Mistake("That is per thousand tokens: scale by 10**6, not 10**3.",
-                    lambda p: 10**3 * _R * _N * _p / (3600 * _lam * _L_o)),
+                    lambda p: 10**3 * _n * _N * _p / (3600 * _lam * _L_o)),
             Mistake("The price is per hour and the rate per second: divide by the 3600 seconds of an hour.",
-                    lambda p: 10**6 * _R * _N * _p / (_lam * _L_o)),
+                    lambda p: 10**6 * _n * _N * _p / (_lam * _L_o)),
             Mistake("Tokens per hour are 3600 x lambda x L_o: divide by 3600, do not multiply.",
-                    lambda p: 3600 * 10**6 * _R * _N * _p / (_lam * _L_o)),
+                    lambda p: 3600 * 10**6 * _n * _N * _p / (_lam * _L_o)),
         ],
     ),
 ]
