@@ -135,7 +135,7 @@ def test_check_reports_what_it_checked_to_the_grader_as_data(capsys, monkeypatch
 
     monkeypatch.setenv(checks.CAPTURE_ENV, "1")
     monkeypatch.delenv("SERVINGMATH_STRICT_CHECKS", raising=False)
-    T1, T, n = sp.symbols("T_1 T n")
+    T1, T, n = sp.symbols("T_1 T L_o")
     check("anatomy.e2e_formula", T1 + (n - 1) * T)
     check("anatomy.batch_throughput", [1, 2])
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(checks.CAPTURE_MARK)]

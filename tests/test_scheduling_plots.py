@@ -196,3 +196,53 @@ def test_plot_cdf_reaches_one_and_marks_percentiles():
     with pytest.raises(ValueError, match="values"):
         sched.plot_cdf(ax, [-1.0])
     plt.close(fig)
+
+
+# ---- several seeds -------------------------------------------------------------------------------------
+def test_seed_interval_is_students_t_over_the_runs():
+    values = np.array([10.0, 12.0, 11.0, 9.0, 13.0])
+    mean, half = sched.seed_interval(values)
+    assert mean == pytest.approx(11.0)
+    assert half == pytest.approx(2.776 * values.std(ddof=1) / math.sqrt(5))
+    # two seeds: t = 12.706; arrays: one interval per column
+    m2, h2 = sched.seed_interval(np.array([[1.0, 5.0], [3.0, 5.0]]))
+    np.testing.assert_allclose(m2, [2.0, 5.0])
+    np.testing.assert_allclose(h2, [12.706 * math.sqrt(2) / math.sqrt(2), 0.0])
+    # many seeds: the normal 1.96
+    big = np.arange(100.0)
+    assert sched.seed_interval(big)[1] == pytest.approx(1.96 * big.std(ddof=1) / 10)
+
+
+@pytest.mark.parametrize("values", [[1.0], 3.0, np.zeros((1, 4))])
+def test_seed_interval_needs_two_runs(values):
+    with pytest.raises(ValueError, match="at least 2 runs"):
+        sched.seed_interval(values)
+
+
+def test_rate_sweeps_give_each_seed_its_own_requests_and_arrivals():
+    config = _config(n=80)
+    sweeps = sched.rate_sweeps(config, [4.0], seeds=[0, 1, 2],
+                               workload=lambda s: Workload.fixed(80 + 10 * s, 16, 8))
+    assert [len(s.results[0].records) for s in sweeps] == [80, 90, 100]
+    # the same workload for every seed: only the arrivals differ, so the runs differ
+    same = sched.rate_sweeps(config, [4.0], seeds=[0, 1])
+    assert same[0].results[0].records.arrival[-1] != same[1].results[0].records.arrival[-1]
+    assert sched.rate_sweep(config, [4.0], seed=1).ttft_mean[0] == same[1].ttft_mean[0]
+
+
+def test_rate_sweeps_reject_bad_input():
+    with pytest.raises(ValueError, match="at least one seed"):
+        sched.rate_sweeps(_config(), [1.0], seeds=[])
+    with pytest.raises(ValueError, match="workload must be a function"):
+        sched.rate_sweeps(_config(), [1.0], seeds=[0], workload=Workload.fixed(10, 16, 8))
+
+
+def test_plot_percentiles_of_several_seeds_draws_the_mean_and_a_band():
+    sweeps = sched.rate_sweeps(_config(n=60), [1.0, 8.0], seeds=[0, 1, 2])
+    fig, ax = plt.subplots()
+    sched.plot_percentiles(ax, {"toy": sweeps}, "ttft")
+    means = np.mean([s.ttft_p99 for s in sweeps], axis=0) * 1e3
+    p99_line = [line for line in ax.get_lines() if line.get_label() == "toy P99"][0]
+    np.testing.assert_allclose(p99_line.get_ydata(), means)
+    assert len(ax.collections) == 2        # one band per percentile
+    plt.close(fig)

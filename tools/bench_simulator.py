@@ -1,40 +1,84 @@
 """Benchmark (not a test): how many requests per second the serving simulator simulates, on one core.
 
-    .venv/bin/python tools/bench_simulator.py            # the reference case
+    .venv/bin/python tools/bench_simulator.py            # the reference case: one replica
     .venv/bin/python tools/bench_simulator.py --requests 200000 --rate 40 --repeat 5
+    .venv/bin/python tools/bench_simulator.py --replicas 16          # a 16-replica fleet
+    .venv/bin/python tools/bench_simulator.py --replicas 1 16 --against ../other-checkout
+                                                          # both cases, this tree beside another one
 
 The reference case: Llama-3.1-8B on one H100, 512-token prompts, 128-token
 outputs, continuous batching (prefill first, batch cap 256), Poisson
-arrivals at a moderate load (30 requests/s: about 25 sequences in the batch,
-well below saturation). Prints the best of ``--repeat`` runs of ``simulate``
-(building the result included), as wall time and as the CPU time of this
-single-threaded process (the honest figure when other jobs share the
-cores), and checks the result is sane. The target is >= 50,000 simulated
-requests per second on one core.
+arrivals at a moderate load (30 requests/s per replica: about 25 sequences in
+the batch, well below saturation). With ``--replicas N`` (N > 1) the same
+replica N times behind a least-loaded router (outstanding tokens) fed
+N x 30 requests/s; ``--router`` picks another router. Prints the best of
+``--repeat`` runs of ``simulate`` (building the result included), as wall
+time and as the CPU time of this single-threaded process (the honest figure
+when other jobs share the cores), and checks the result is sane. The target
+is >= 50,000 simulated requests per second on one core.
+
+``--against PATH`` runs every case in fresh processes, alternating this tree
+and the checkout at PATH (its ``lib/`` on ``PYTHONPATH``), so that both see
+the same machine load; a library without fleets there (before
+``FleetConfig``) runs the N-replica case as N independent one-replica
+simulations at rate/N each (random routing splits a Poisson stream into
+independent Poisson streams: the same traffic, without a router).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from servingmath import simulate as sim
 from servingmath.workloads import Poisson, Workload
 
+RATE_PER_REPLICA = 30.0
 
-def build(n_requests, rate, policy):
-    policies = {
+
+def _policy(name):
+    return {
         "continuous": sim.ContinuousBatching(max_batch_size=256),
         "chunked": sim.ChunkedPrefill(token_budget=512, max_batch_size=256),
         "static": sim.StaticBatching(batch_size=32, timeout=0.05),
-    }
-    return sim.SimulationConfig(
-        server=sim.Server("Llama-3.1-8B", "H100"),
-        workload=Workload.fixed(n_requests, prompt_len=512, output_len=128),
-        arrivals=Poisson(rate=rate),
-        policy=policies[policy],
-    )
+    }[name]
+
+
+def build(n_requests, rate, policy, replicas=1, router="least-loaded"):
+    """The benchmark's configuration: one replica (a SimulationConfig) or a fleet (a FleetConfig)."""
+    server = sim.Server("Llama-3.1-8B", "H100")
+    workload = Workload.fixed(n_requests, prompt_len=512, output_len=128)
+    if replicas == 1:
+        return sim.SimulationConfig(server=server, workload=workload, arrivals=Poisson(rate=rate),
+                                    policy=_policy(policy))
+    routers = {"least-loaded": sim.LeastLoaded(), "random": sim.Random(), "round-robin": sim.RoundRobin(),
+               "least-requests": sim.LeastLoaded(measure="requests")}
+    return sim.FleetConfig(replicas=[sim.Replica(server, _policy(policy))] * replicas, router=routers[router],
+                           workload=workload, arrivals=Poisson(rate=rate))
+
+
+def has_fleets() -> bool:
+    return hasattr(sim, "FleetConfig")
+
+
+def run_case(n_requests, rate, policy, replicas, router, seed):
+    """Simulate one case; return (wall s, CPU s, requests, duration, mean TTFT P50)."""
+    start, start_cpu = time.perf_counter(), time.process_time()
+    if replicas == 1 or has_fleets():
+        result = sim.simulate(build(n_requests, rate, policy, replicas, router), seed=seed)
+        results = [result]
+    else:   # a library without fleets: N independent replicas at rate / N (random routing)
+        per = -(-n_requests // replicas)
+        results = [sim.simulate(build(per, rate / replicas, policy), seed=seed * 1000 + k) for k in range(replicas)]
+    wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    done = sum(len(r.records) for r in results)
+    m = results[0].metrics(itl=False)
+    return wall, cpu, done, m.duration, m.ttft.p50, m.tpot.p50, m.n_requests
 
 
 def python_speed() -> float:
@@ -46,40 +90,101 @@ def python_speed() -> float:
     return time.process_time() - start
 
 
+def _worker(args) -> int:
+    """Run one case once (after a warm-up) and print a JSON line: used by --against."""
+    replicas = args.replicas[0]
+    sim.simulate(build(1000, RATE_PER_REPLICA, args.policy), seed=args.seed)          # warm the step tables
+    wall, cpu, done, *_ = run_case(args.requests, args.rate * replicas, args.policy, replicas, args.router,
+                                   args.seed)
+    print(json.dumps({"wall": wall, "cpu": cpu, "requests": done, "fleets": has_fleets()}))
+    return 0
+
+
+def _compare(args) -> int:
+    here = Path(__file__).resolve().parents[1]
+    there = Path(args.against).resolve()
+    if not (there / "lib" / "servingmath").is_dir():
+        print(f"--against: no lib/servingmath under {there}", file=sys.stderr)
+        return 2
+    trees = [("this tree", here), (f"{there.name}", there)]
+    best = {}
+    for _ in range(args.repeat):
+        for replicas in args.replicas:
+            for label, tree in trees:
+                env = dict(os.environ, PYTHONPATH=str(tree / "lib"))
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--requests", str(args.requests),
+                       "--rate", str(args.rate), "--policy", args.policy, "--replicas", str(replicas),
+                       "--router", args.router, "--seed", str(args.seed)]
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+                if out.returncode != 0:
+                    print(out.stderr, file=sys.stderr)
+                    return 1
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                key = (replicas, label)
+                if key not in best or row["cpu"] < best[key]["cpu"]:
+                    best[key] = row
+    print(f"policy {args.policy}, {args.requests} requests, {args.rate:g} requests/s per replica "
+          f"(Llama-3.1-8B, H100, 512 -> 128 tokens); best of {args.repeat}, alternating trees")
+    for replicas in args.replicas:
+        for label, _ in trees:
+            row = best[(replicas, label)]
+            how = ("one replica" if replicas == 1 else
+                   f"{replicas} replicas, {args.router}" if row["fleets"] else
+                   f"{replicas} independent replicas (no fleets in this library)")
+            print(f"  {label:>14s}: {how:<44s} {row['cpu']:7.3f} s CPU -> "
+                  f"{row['requests'] / row['cpu']:>9,.0f} simulated requests per CPU-second")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
-    parser.add_argument("--rate", type=float, default=30.0, help="Poisson requests/s")
+    parser.add_argument("--rate", type=float, default=RATE_PER_REPLICA, help="Poisson requests/s per replica")
     parser.add_argument("--policy", choices=["continuous", "chunked", "static"], default="continuous")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1],
+                        help="replicas of the fleet (several values: one case each)")
+    parser.add_argument("--router", choices=["least-loaded", "random", "round-robin", "least-requests"],
+                        default="least-loaded")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--against", metavar="PATH", help="another checkout to measure beside this one")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-calibration", action="store_true",
                         help="skip timing 1e7 Python additions (a yardstick to compare machines)")
     args = parser.parse_args(argv)
+    if args.worker:
+        return _worker(args)
+    if args.against:
+        code = _compare(args)
+        if code == 0 and not args.no_calibration:
+            print(f"  calibration: 1e7 Python additions take {python_speed():.2f} s of CPU on this machine")
+        return code
 
-    config = build(args.requests, args.rate, args.policy)
-    sim.simulate(build(1000, args.rate, args.policy), seed=args.seed)  # warm caches (step tables)
-    best, best_cpu = float("inf"), float("inf")
-    for _ in range(args.repeat):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        result = sim.simulate(config, seed=args.seed)
-        best = min(best, time.perf_counter() - start)
-        best_cpu = min(best_cpu, time.process_time() - start_cpu)
-    m = result.metrics(itl=False)
-    batch = result.timeseries()["decoding"]
-    print(f"policy {args.policy}, {args.requests} requests at {args.rate:g} requests/s "
-          f"(Llama-3.1-8B, H100, 512 -> 128 tokens)")
-    print(f"  simulated time {m.duration:.0f} s, mean decode batch {batch.mean():.1f}, "
-          f"TTFT P50 {m.ttft.p50 * 1e3:.1f} ms, TPOT P50 {m.tpot.p50 * 1e3:.2f} ms")
-    print(f"  best of {args.repeat}: {best:.3f} s wall -> {args.requests / best:,.0f} simulated requests/s")
-    print(f"  best of {args.repeat}: {best_cpu:.3f} s CPU  -> {args.requests / best_cpu:,.0f} simulated requests/s "
-          "(CPU time of this one process: the figure to quote on a shared machine)")
+    sim.simulate(build(1000, RATE_PER_REPLICA, args.policy), seed=args.seed)  # warm caches (step tables)
+    status = 0
+    for replicas in args.replicas:
+        best, best_cpu = float("inf"), float("inf")
+        for _ in range(args.repeat):
+            wall, cpu, done, duration, ttft, tpot, n = run_case(args.requests, args.rate * replicas, args.policy,
+                                                                replicas, args.router, args.seed)
+            best, best_cpu = min(best, wall), min(best_cpu, cpu)
+        what = "one replica" if replicas == 1 else f"{replicas} replicas behind {args.router}"
+        print(f"policy {args.policy}, {args.requests} requests at {args.rate * replicas:g} requests/s, {what} "
+              f"(Llama-3.1-8B, H100, 512 -> 128 tokens)")
+        print(f"  simulated time {duration:.0f} s, TTFT P50 {ttft * 1e3:.1f} ms, TPOT P50 {tpot * 1e3:.2f} ms")
+        print(f"  best of {args.repeat}: {best:.3f} s wall -> {done / best:,.0f} simulated requests/s")
+        print(f"  best of {args.repeat}: {best_cpu:.3f} s CPU  -> {done / best_cpu:,.0f} simulated requests/s "
+              "(CPU time of this one process: the figure to quote on a shared machine)")
+        if replicas > 1:
+            day = 86400 * args.rate * replicas
+            print(f"  a day at {args.rate * replicas:g} requests/s ({day / 1e6:.1f} M requests) would take about "
+                  f"{day / (done / best_cpu):,.0f} s of CPU")
+        if done != args.requests or not n > 0:
+            print("  result is not sane", file=sys.stderr)
+            status = 1
     if not args.no_calibration:
         print(f"  calibration: 1e7 Python additions take {python_speed():.2f} s of CPU on this machine")
-    if m.n_requests != args.requests or not m.output_throughput > 0:
-        print("  result is not sane", file=sys.stderr)
-        return 1
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ from servingmath.settings import PHYSICAL, REALISTIC
 #: and the book's one realistic setting, calibrated in the chapter "Validation".
 SETTINGS = {
     "physical bound": (PHYSICAL, "the physical bound: peak FLOP/s and bandwidth, free all-reduces"),
-    "realistic": (REALISTIC, "realistic: " + ", ".join(f"{k} = {v:g}" for k, v in REALISTIC.items())),
+    "realistic": (REALISTIC, "realistic: " + ", ".join(f"{k} = {v:g}" if isinstance(v, (int, float)) else
+                                                        f"{k} = {v}" for k, v in REALISTIC.items())),
 }
 TPOT_SLO = 0.05
 SIGNIFICANT = 4

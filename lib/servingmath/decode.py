@@ -153,7 +153,9 @@ def decode_coefficients(dep: Deployment, context_len=0) -> dict:
     Returns ``weight_memory`` (at B = 0, with the LM head), ``gather`` (weight
     memory per sequence: its embedding row), ``linear``, ``kv``, ``attention``
     (seconds per sequence), ``communication`` (at B = 0) and
-    ``communication_per_sequence``, and ``overhead``. For a mixture of experts
+    ``communication_per_sequence``, and ``overhead`` (with an all-reduce that is not affine,
+    ``allreduce_protocol="auto"``, the two communication entries are its piece at B -> 0,
+    :meth:`servingmath.sharding.AllReduce.fixed_protocols`). For a mixture of experts
     ``weight_memory`` is the B -> 0 limit and the experts touched grow with B
     (:meth:`servingmath.step.WorkCoefficients.weight_bytes`).
 
@@ -362,6 +364,10 @@ def max_decode_throughput(dep: Deployment, context_len):
     >>> round(max_decode_throughput("Llama-2-7B", "A100", 2048))   # KV reads cap it
     1758
     """
+    if not dep.allreduce.is_affine:   # NCCL "auto": the ceiling of the best protocol (its lowest slope)
+        return scalar_or_array(np.maximum.reduce([np.asarray(max_decode_throughput(dep.replace(allreduce=a),
+                                                                                   context_len))
+                                                  for a in dep.allreduce.fixed_protocols()]))
     c = decode_coefficients(dep, context_len)
     lin, att, kv, g = (np.asarray(c[k]) for k in ("linear", "attention", "kv", "gather"))
     if dep.overlap == "additive":

@@ -81,7 +81,7 @@ OVERLAP_MODELS = ("additive", "roofline", "hybrid")
 #: Flat keyword names of the all-reduce model, as the functions take them -> AllReduce field.
 ALLREDUCE_OPTIONS = {"allreduce_latency": "latency", "allreduce_base_latency": "base_latency",
                      "link_efficiency": "link_efficiency", "allreduce_dtype": "dtype",
-                     "allreduce_ring_factor": "ring_factor"}
+                     "allreduce_ring_factor": "ring_factor", "allreduce_protocol": "protocol"}
 
 def _numeric(name, value, check):
     return freeze_number(check(name, value))
@@ -191,14 +191,15 @@ class Deployment(ValueFields):
 
         ``options`` are the field names and the flat all-reduce names
         (``allreduce_latency``, ``allreduce_base_latency``, ``link_efficiency``,
-        ``allreduce_dtype``, ``allreduce_ring_factor``); ``setting`` starts from one of :data:`SETTINGS`.
+        ``allreduce_dtype``, ``allreduce_ring_factor``, ``allreduce_protocol``); ``setting`` starts from one of
+        :data:`SETTINGS`.
 
         >>> Deployment.build("Llama-3.1-8B", "H100", mbu=0.8).mbu
         0.8
         >>> Deployment.build("Llama-3.1-8B", "H100", batch=4)
         Traceback (most recent call last):
         ...
-        servingmath._validation.UnknownNameError: unknown deployment option 'batch'. Allowed: allreduce, allreduce_base_latency, allreduce_dtype, allreduce_latency, allreduce_ring_factor, compute_dtype, expert_parallel, gpu_memory_utilization, kv_dtype, kv_sharding, link_efficiency, mbu, memory_bytes, mfu, overlap, reserve_bytes, step_overhead, tensor_parallel, weight_dtype
+        servingmath._validation.UnknownNameError: unknown deployment option 'batch'. Allowed: allreduce, allreduce_base_latency, allreduce_dtype, allreduce_latency, allreduce_protocol, allreduce_ring_factor, compute_dtype, expert_parallel, gpu_memory_utilization, kv_dtype, kv_sharding, link_efficiency, mbu, memory_bytes, mfu, overlap, reserve_bytes, step_overhead, tensor_parallel, weight_dtype
         """
         base = {} if setting is None else setting_options(setting, accelerator)
         base.update(options)

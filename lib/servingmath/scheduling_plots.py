@@ -7,6 +7,9 @@ module keeps that bookkeeping out of the chapter:
 * :func:`rate_sweep` simulates one configuration at several Poisson rates
   (per GPU) and returns a :class:`RateSweep`: P50/P99 of TTFT, TPOT and ITL,
   throughput, SLO attainment and goodput (per GPU) at each rate, and the runs;
+  :func:`rate_sweeps` does it once per seed (each seed its own requests and
+  arrivals), and :func:`seed_interval` turns the seeds' values of any number
+  into a mean and a 95 % confidence interval (Student's t);
 * :func:`two_class_traffic` builds interactive + batch traffic (two Poisson
   streams, priority classes 0 and 1) as a workload and its arrival times;
 * :func:`long_prompt_probe` runs the smallest experiment of the chapter's
@@ -53,6 +56,8 @@ from .workloads import Poisson, Timestamps, Workload, chat_workload
 __all__ = [
     "RateSweep",
     "rate_sweep",
+    "rate_sweeps",
+    "seed_interval",
     "two_class_traffic",
     "long_prompt_probe",
     "latency_summary",
@@ -141,7 +146,8 @@ def rate_sweep(config: SimulationConfig, rates, n_gpus: int = 1, seed: int = 0, 
     Parameters
     ----------
     config : SimulationConfig
-        Its ``arrivals`` are replaced by ``Poisson(rate x n_gpus)``.
+        Its ``arrivals`` are replaced by ``Poisson(rate x n_gpus)``, keeping the
+        burstiness of gamma arrivals (``Poisson(rate, burstiness=k)``).
     rates : array_like
         Requests per second per GPU, > 0.
     n_gpus : int
@@ -168,8 +174,11 @@ def rate_sweep(config: SimulationConfig, rates, n_gpus: int = 1, seed: int = 0, 
     attainment = np.zeros((len(pairs), r.size))
     goodput = np.zeros((len(pairs), r.size))
     results = []
+    base = config.arrivals
     for j, rate in enumerate(r):
-        res = simulate(dataclasses.replace(config, arrivals=Poisson(float(rate) * g)), seed)
+        arrivals = (dataclasses.replace(base, rate=float(rate) * g) if isinstance(base, Poisson)
+                    else Poisson(float(rate) * g))
+        res = simulate(dataclasses.replace(config, arrivals=arrivals), seed)
         rec = res.records
         ttft, tpot = rec.ttft, rec.tpot
         tp50, tp99 = np.nanpercentile(tpot, [50, 99]) if np.any(np.isfinite(tpot)) else (np.nan, np.nan)
@@ -187,6 +196,89 @@ def rate_sweep(config: SimulationConfig, rates, n_gpus: int = 1, seed: int = 0, 
         results.append(res)
     return RateSweep(rates=r, n_gpus=g, slos=pairs, attainment=attainment, goodput=goodput,
                      results=tuple(results), **{k: np.array(v) for k, v in cols.items()})
+
+
+#: Student's t, two-sided 95 %: t_{0.975, df} for df = 1..30 (beyond: the normal 1.96).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def seed_interval(values, axis=0):
+    """Mean and half-width of its 95 % confidence interval over independent runs (one per seed).
+
+    Parameters
+    ----------
+    values : array_like
+        One value per seed along ``axis`` (at least 2 seeds), e.g. a P99 from
+        each of five simulations with different seeds.
+    axis : int
+        The seeds' axis.
+
+    Returns
+    -------
+    (mean, half_width) : floats or ndarrays
+        The interval is mean +- t_{0.975, n-1} s / sqrt(n), with s the sample
+        standard deviation of the n runs: independent replications (A. M. Law,
+        *Simulation Modeling and Analysis*, 5th ed., 2015, sec. 9.4).
+
+    Examples
+    --------
+    >>> m, h = seed_interval([10.0, 12.0, 11.0, 9.0, 13.0])
+    >>> round(m, 3), round(h, 3)        # 11 +- 2.776 x 1.581 / sqrt(5)
+    (11.0, 1.963)
+    """
+    v = np.asarray(values, dtype=float)
+    if v.ndim == 0 or v.shape[axis] < 2:
+        raise ValueError(f"values must hold at least 2 runs along axis {axis}, got shape {v.shape}")
+    n = v.shape[axis]
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    mean = v.mean(axis=axis)
+    half = t * v.std(axis=axis, ddof=1) / np.sqrt(n)
+    if np.ndim(mean) == 0:
+        return float(mean), float(half)
+    return mean, half
+
+
+def rate_sweeps(config: SimulationConfig, rates, seeds, n_gpus: int = 1, slos=(), workload=None) -> tuple:
+    """:func:`rate_sweep` once per seed: each seed draws its own requests and its own arrivals.
+
+    Parameters
+    ----------
+    config, rates, n_gpus, slos
+        As in :func:`rate_sweep`.
+    seeds : sequence of int
+        One sweep per seed (at least 2 for an interval, :func:`seed_interval`).
+    workload : callable, optional
+        ``workload(seed)`` -> the Workload of that seed (for example
+        ``lambda s: chat_workload(600, seed=s)``); default: the config's workload
+        for every seed (then only the arrivals change).
+
+    Returns
+    -------
+    tuple of RateSweep
+        In seed order. ``seed_interval([s.ttft_p99 for s in sweeps])`` gives the
+        mean P99 TTFT at each rate and its 95 % half-width.
+
+    Examples
+    --------
+    >>> from servingmath import simulate as sim
+    >>> toy = sim.Server(step_times=sim.LinearStepTimes(step_time=0.01))
+    >>> config = sim.SimulationConfig(toy, Workload.fixed(100, 16, 2), sim.Poisson(1.0))
+    >>> sweeps = rate_sweeps(config, [10.0], seeds=range(3))
+    >>> len(sweeps), [f"{s.tpot_p50[0] * 1e3:.0f} ms" for s in sweeps]
+    (3, ['10 ms', '10 ms', '10 ms'])
+    """
+    seeds = [int(check_integer("seeds", s, minimum=0)) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed")
+    if workload is not None and not callable(workload):
+        raise ValueError(f"workload must be a function of the seed returning a Workload, got {workload!r}")
+    out = []
+    for s in seeds:
+        c = config if workload is None else dataclasses.replace(config, workload=workload(s))
+        out.append(rate_sweep(c, rates, n_gpus=n_gpus, seed=s, slos=slos))
+    return tuple(out)
 
 
 def two_class_traffic(n_interactive: int, interactive_rate: float, batch_rate: float, seed: int = 0):
@@ -345,7 +437,9 @@ def plot_percentiles(ax, sweeps: dict, metric: str = "ttft", colors: dict | None
     Parameters
     ----------
     ax : matplotlib Axes
-    sweeps : dict of name -> RateSweep
+    sweeps : dict of name -> RateSweep, or name -> sequence of RateSweep (one per seed,
+        :func:`rate_sweeps`): then the curve is the mean over the seeds and a band
+        shows its 95 % confidence interval (:func:`seed_interval`).
     metric : {"ttft", "tpot", "itl"}
     colors : dict of name -> colour, optional
     percentiles : subset of (50, 99)
@@ -357,9 +451,15 @@ def plot_percentiles(ax, sweeps: dict, metric: str = "ttft", colors: dict | None
     styles = {50: dict(ls="--", lw=1.2), 99: dict(ls="-", lw=2.0)}
     for k, (name, sweep) in enumerate(sweeps.items()):
         color = (colors or {}).get(name, f"C{k}")
+        runs = [sweep] if isinstance(sweep, RateSweep) else list(sweep)
         for q in percentiles:
-            ax.plot(sweep.rates, sweep.percentile(metric, q) / time_unit, marker="o", ms=3,
-                    color=color, label=f"{name} P{q}", **styles[q])
+            values = np.array([r.percentile(metric, q) for r in runs]) / time_unit
+            mean = values.mean(axis=0)
+            ax.plot(runs[0].rates, mean, marker="o", ms=3, color=color, label=f"{name} P{q}", **styles[q])
+            if len(runs) > 1:
+                _, half = seed_interval(values)
+                ax.fill_between(runs[0].rates, np.maximum(mean - half, mean / 10), mean + half, color=color,
+                                alpha=0.15, lw=0)
     if log:
         log_axis(ax, "y")
     ax.set_xlabel("offered load per GPU (requests/s)")

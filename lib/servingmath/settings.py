@@ -22,7 +22,7 @@ Examples
 >>> setting_options("physical", "H100")["mbu"]
 1.0
 >>> sorted(setting_options("realistic", "H100"))
-['allreduce_base_latency', 'allreduce_latency', 'link_efficiency', 'mbu', 'mfu', 'step_overhead']
+['allreduce_base_latency', 'allreduce_latency', 'allreduce_protocol', 'link_efficiency', 'mbu', 'mfu', 'step_overhead']
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ PHYSICAL = {
     "step_overhead": 0.0,
     "allreduce_latency": 0.0,
     "allreduce_base_latency": 0.0,
+    "allreduce_protocol": None,
     "link_efficiency": 1.0,
 }
 
@@ -49,14 +50,19 @@ PHYSICAL = {
 #: TensorRT-LLM, LMDeploy, Databricks, FasterTransformer; A100, H100, L40S). MFU 0.5 is the second;
 #: MBU 0.75 with a fixed 0.4 ms per step reproduces the first for a 7-8B model (6.5 ms / 0.75 + 0.4 ms
 #: = 0.72 of the bound) while letting the overhead matter less for larger steps. The all-reduce
-#: costs are NCCL's on NVLink (:data:`servingmath.sharding.NCCL_NVLINK_ALLREDUCE`). The validation
-#: chapter recomputes these numbers and its test fails if they drift.
+#: is NCCL's tuner on NVLink (:data:`servingmath.sharding.NCCL_RING_ALLREDUCE`, from NCCL's
+#: ``src/graph/tuning.cc`` at commit 56a0c229, 2.29.7): each message costed with the fastest of the
+#: LL, LL128 and Simple protocols, each with its own latencies and bandwidth (15 µs and 141 GB/s,
+#: 40.6 µs and 331 GB/s, 56 µs and 360 GB/s of bus bandwidth on 8 x H100); the flat latencies are
+#: 0 because the protocols bring their own. The validation chapter recomputes the efficiencies and
+#: its test fails if they drift.
 REALISTIC = {
     "mfu": 0.5,
     "mbu": 0.75,
     "step_overhead": 0.4e-3,
-    "allreduce_latency": 0.6e-6,
-    "allreduce_base_latency": 6.6e-6,
+    "allreduce_latency": 0.0,
+    "allreduce_base_latency": 0.0,
+    "allreduce_protocol": "auto",
     "link_efficiency": 0.8,
 }
 

@@ -28,6 +28,17 @@ beta the one-way link bandwidth (450 GB/s for NVLink 4, not the 900 GB/s
 :class:`AllReduce` holds (alpha, alpha_0, eta, data type); its default is the
 physical bound (no latency, full bandwidth).
 
+NCCL's protocols
+----------------
+NCCL runs a ring all-reduce with one of three protocols, each with its own
+latencies and its own share of the link: LL (low latency: 8-byte stores with
+a flag, half the bandwidth at most, capped further), LL128 (128-byte lines,
+92 % of it) and Simple (the full bandwidth, the longest latencies). Its tuner
+(``src/graph/tuning.cc``) costs every protocol with the same alpha-beta form
+and picks the fastest for each message. :func:`nccl_allreduce_time` and
+``AllReduce(protocol="auto")`` do the same; :data:`NCCL_RING_PROTOCOLS` holds
+the constants, :data:`NCCL_RING_ALLREDUCE` the book's realistic preset.
+
 Examples
 --------
 >>> valid_tensor_parallel_degrees("Llama-3.1-70B")
@@ -36,14 +47,17 @@ Examples
 (0.125, 0.125)
 >>> allreduce_time(1e9, n_gpus=2, link_bandwidth=1e9)
 1.0
->>> nccl = AllReduce(latency=0.6e-6, base_latency=6.6e-6, link_efficiency=0.8)
->>> round(nccl.time(2**20, 8, 450e9) * 1e6, 2)   # µs: 15 µs of latency + 1 MiB at 360 GB/s
+>>> ring = AllReduce(latency=0.6e-6, base_latency=6.6e-6, link_efficiency=0.8)
+>>> round(ring.time(2**20, 8, 450e9) * 1e6, 2)   # µs: LL's 15 µs + 1 MiB at 360 GB/s (too optimistic)
 20.1
+>>> nccl = AllReduce(protocol="auto", link_efficiency=0.8)
+>>> round(nccl.time(2**20, 8, 450e9) * 1e6, 2), str(nccl.chosen_protocol(2**20, 8, 450e9))
+(28.01, 'LL')
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -67,6 +81,13 @@ __all__ = [
     "AllReduce",
     "NCCL_NVLINK_ALLREDUCE",
     "NCCL_NVLINK_ALLREDUCE_TIME",
+    "NCCL_RING_ALLREDUCE",
+    "NCCL_RING_PROTOCOLS",
+    "NCCL_LL_BANDWIDTH_CAP",
+    "NCCL_TUNING_SOURCE",
+    "ALLREDUCE_PROTOCOLS",
+    "nccl_allreduce_time",
+    "nccl_protocol_crossover",
     "KV_SHARDINGS",
     "pooled_slice",
     "allreduce_latency_bound_bytes",
@@ -227,16 +248,45 @@ def tensor_parallel_shares(model, tensor_parallel=1, *, kv_sharding: str = "head
 
 # ---------------------------------------------------------------- all-reduce
 
-#: NCCL's per-hop and per-call latencies with the LL protocol over NVLink (NVIDIA/nccl
-#: src/graph/tuning.cc, ``baseLat`` and ``hwLat``, commit b6475625, NCCL 2.19 era; read
-#: 2026-11): 7.8 µs for 2 GPUs, 15.0 µs for 8, in line with measured small-message
-#: all-reduces on 8 x H100 (about 6 µs on 2 GPUs with NVLS and CUDA graphs, NVIDIA/nccl
-#: issue #1259, 2024-04). ``link_efficiency`` 0.8: NCCL's ring all-reduce reaches a bus
-#: bandwidth of 365-370 GB/s of NVLink 4's 450 GB/s on 8 x H100 (NVIDIA/nccl issue #1455,
-#: 2024-09).
+#: Where the NCCL constants below come from.
+NCCL_TUNING_SOURCE = ("NVIDIA/nccl src/graph/tuning.cc at commit 56a0c2299d0fda19b12e8a6b8a39b48d6054d22c "
+                      "(NCCL 2.29.7-1, 2026-02-27; the same values since 2.27), read 2026-12")
+
+#: NCCL's ring all-reduce on NVLink within one node, per protocol (:data:`NCCL_TUNING_SOURCE`):
+#: ``base_latency`` = baseLatencies[Ring][p] (alpha_0, per call), ``latency`` =
+#: hwLatencies[NVLINK][Ring][p] (alpha, per ring step: 2 (N - 1) of them), and
+#: ``bandwidth_factor`` = the protocol's share of the ring's bus bandwidth
+#: (``busBw * .5`` for LL, ``busBw * 0.92`` for LL128, all of it for Simple). LL's is also
+#: capped at llMaxBws (:data:`NCCL_LL_BANDWIDTH_CAP`). LL128's per-channel cap
+#: (nChannels x 36.7 GB/s on Hopper, 440 GB/s with the 12 channels of an 8 x H100 ring) does
+#: not bind on NVLink 4 and is left out. Tree, NVLS (NVLink SHARP) and CollNet are left out too:
+#: the book's all-reduce is a ring.
+NCCL_RING_PROTOCOLS = {
+    "LL": {"base_latency": 6.6e-6, "latency": 0.6e-6, "bandwidth_factor": 0.5},
+    "LL128": {"base_latency": 14.0e-6, "latency": 1.9e-6, "bandwidth_factor": 0.92},
+    "Simple": {"base_latency": 8.4e-6, "latency": 3.4e-6, "bandwidth_factor": 1.0},
+}
+#: LL's bus bandwidth cap as a fraction of the link's peak one-way bandwidth: NCCL's llMaxBws
+#: for one Hopper node, 141.0 GB/s, over NVLink 4's 450 GB/s (Blackwell: 282 of 900, the same
+#: 0.313; Ampere: 87.7 of 300, 0.292, so LL is about 7 % faster here than NCCL models on A100).
+NCCL_LL_BANDWIDTH_CAP = 141.0e9 / 450e9
+#: The protocols an :class:`AllReduce` can be costed with; ``"auto"`` takes the fastest.
+ALLREDUCE_PROTOCOLS = ("LL", "LL128", "Simple", "auto")
+
+#: The book's realistic all-reduce (deployment options): NCCL's tuner on NVLink, each message
+#: with the fastest of LL, LL128 and Simple, their own latencies and bandwidths. Bus bandwidth
+#: of Simple = 0.8 x 450 GB/s = 360 GB/s, which is NCCL's own model of an 8 x H100 node (a ring
+#: of 12 channels at 30 GB/s, ``ncclTopoCompute``, NVIDIA/nccl issue #1367, 2024-07) and what
+#: its large all-reduces reach there (365-370 GB/s, NVIDIA/nccl issue #1455, 2024-09).
+NCCL_RING_ALLREDUCE = {"allreduce_protocol": "auto", "link_efficiency": 0.8}
+
+#: NCCL's LL-protocol latencies (6.6 µs + 0.6 µs per ring step) with link efficiency 0.8: the
+#: book's first "realistic" all-reduce, kept so that old results can be reproduced. It is an
+#: optimistic pair that NCCL never uses together (LL moves at most 141 GB/s, not 360 GB/s);
+#: use :data:`NCCL_RING_ALLREDUCE`.
 NCCL_NVLINK_ALLREDUCE = {"allreduce_latency": 0.6e-6, "allreduce_base_latency": 6.6e-6,
                          "link_efficiency": 0.8}
-#: The same latencies as keyword arguments of :func:`allreduce_time`.
+#: The same LL latencies as keyword arguments of :func:`allreduce_time`.
 NCCL_NVLINK_ALLREDUCE_TIME = {"latency": 0.6e-6, "base_latency": 6.6e-6}
 
 
@@ -299,6 +349,138 @@ def allreduce_time(message_bytes, n_gpus, link_bandwidth, *, latency=0.0, base_l
     factor = (n - 1) / n if check_bool("ring_factor", ring_factor) else (n > 1) * 1.0
     result = (n > 1) * a0 + 2 * (n - 1) * a + 2 * factor * m / bw
     return scalar_or_array(result)
+
+
+def _protocol_terms(protocol, link_bandwidth, link_efficiency, ll_cap):
+    """(alpha_0, alpha, bus bandwidth) of one NCCL protocol on a link of peak ``link_bandwidth``."""
+    c = NCCL_RING_PROTOCOLS[protocol]
+    bus = link_efficiency * link_bandwidth * c["bandwidth_factor"]
+    if protocol == "LL":
+        bus = np.minimum(bus, ll_cap * link_bandwidth)
+    return c["base_latency"], c["latency"], bus
+
+
+def _check_protocol(protocol, allowed=ALLREDUCE_PROTOCOLS):
+    return check_choice("allreduce_protocol", protocol, allowed)
+
+
+def nccl_allreduce_time(message_bytes, n_gpus, link_bandwidth, *, protocol="auto", link_efficiency=1.0,
+                        ll_cap=NCCL_LL_BANDWIDTH_CAP, ring_factor=True):
+    """Seconds for a ring all-reduce as NCCL's tuner costs it: per protocol, or the fastest of three.
+
+    Parameters
+    ----------
+    message_bytes : float or array
+        m, the buffer every GPU contributes, bytes >= 0.
+    n_gpus : int or array
+        N >= 1 GPUs in the ring (0 seconds for N = 1).
+    link_bandwidth : float or array
+        beta, the peak one-way bandwidth of each GPU's link, bytes/s (NVLink 4: 450e9).
+    protocol : {"auto", "LL", "LL128", "Simple"}
+        One protocol, or ``"auto"``: the fastest for each message, as NCCL's tuner picks.
+    link_efficiency : float or array in (0, 1]
+        eta: Simple's bus bandwidth / beta (NCCL's nChannels x bwIntra: 0.8 on 8 x H100).
+    ll_cap : float or array in (0, 1]
+        LL's bus bandwidth at most ``ll_cap x beta`` (:data:`NCCL_LL_BANDWIDTH_CAP`).
+    ring_factor : bool
+        As in :func:`allreduce_time`.
+
+    Returns
+    -------
+    float or ndarray
+        Seconds.
+
+    Notes
+    -----
+    For each protocol p, with (alpha_0p, alpha_p, f_p) from :data:`NCCL_RING_PROTOCOLS`:
+
+        t_p = alpha_0p + 2 (N - 1) alpha_p + 2 (N - 1) / N x m / B_p,
+        B_Simple = eta beta,  B_LL128 = 0.92 eta beta,  B_LL = min(0.5 eta beta, cap x beta),
+
+    and ``"auto"`` is min(t_LL, t_LL128, t_Simple). This is NCCL's
+    ``ncclTopoTuneModel`` (latency = baseLat + nsteps x hwLat with nsteps =
+    2 (N - 1); algorithm bandwidth = bus bandwidth x N / nsteps) and
+    ``ncclTopoGetAlgoTime`` (time = latency + bytes / algorithm bandwidth) for a
+    ring inside one node. Each t_p is affine in m; their minimum is concave,
+    with a corner where the protocol changes (:func:`nccl_protocol_crossover`).
+    Derived in the chapter "Tensor parallelism".
+
+    References
+    ----------
+    :data:`NCCL_TUNING_SOURCE`: ``ncclTunerConstantsDefaults`` (baseLatencies,
+    hwLatencies, llMaxBws), ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``.
+
+    Examples
+    --------
+    >>> round(nccl_allreduce_time(2**20, 8, 450e9, link_efficiency=0.8) * 1e6, 2)   # µs, LL wins
+    28.01
+    >>> [round(nccl_allreduce_time(0, 8, 450e9, protocol=p) * 1e6, 1) for p in ("LL", "LL128", "Simple")]
+    [15.0, 40.6, 56.0]
+    """
+    m = check_nonnegative("message_bytes", message_bytes)
+    n = check_integer("n_gpus", n_gpus, minimum=1)
+    bw = check_positive("link_bandwidth", link_bandwidth)
+    eta = check_fraction("link_efficiency", link_efficiency)
+    cap = check_fraction("ll_cap", ll_cap)
+    _check_protocol(protocol)
+    factor = (n - 1) / n if check_bool("ring_factor", ring_factor) else (n > 1) * 1.0
+    return scalar_or_array(_nccl_times(m, n, bw, eta, cap, factor, protocol, steps=2.0, volume=2.0))
+
+
+def _nccl_times(m, n, bw, eta, cap, factor, protocol, *, steps, volume):
+    """t_p for one protocol, or the minimum over the three (``steps`` alpha's per (N - 1), ``volume`` x m)."""
+    names = ("LL", "LL128", "Simple") if protocol == "auto" else (protocol,)
+    times = []
+    for name in names:
+        a0, a, bus = _protocol_terms(name, bw, eta, cap)
+        times.append((n > 1) * a0 + steps * (n - 1) * a + volume * factor * m / bus)
+    return times[0] if len(times) == 1 else np.minimum(np.minimum(times[0], times[1]), times[2])
+
+
+def nccl_protocol_crossover(n_gpus, link_bandwidth, *, first="LL", second="LL128", link_efficiency=1.0,
+                            ll_cap=NCCL_LL_BANDWIDTH_CAP, ring_factor=True):
+    """The message size at which two NCCL protocols cost the same; above it the second is faster.
+
+    Parameters
+    ----------
+    n_gpus : int or array, >= 2
+    link_bandwidth, link_efficiency, ll_cap, ring_factor
+        As in :func:`nccl_allreduce_time`.
+    first, second : {"LL", "LL128", "Simple"}
+        ``first`` has the lower latency, ``second`` the higher bandwidth.
+
+    Returns
+    -------
+    float or ndarray
+        m* in bytes with t_first(m*) = t_second(m*): (delta latency) / (delta
+        seconds per byte); ``inf`` where ``second`` is not faster for large
+        messages, 0 where it is faster for every message.
+
+    Examples
+    --------
+    >>> round(nccl_protocol_crossover(8, 450e9, link_efficiency=0.8) / 1e6, 2)   # MB: LL -> LL128, 8 x H100
+    3.59
+    >>> round(nccl_protocol_crossover(8, 450e9, first="LL128", second="Simple", link_efficiency=0.8) / 1e6, 1)
+    36.4
+    """
+    n = check_integer("n_gpus", n_gpus, minimum=2)
+    bw = check_positive("link_bandwidth", link_bandwidth)
+    eta = check_fraction("link_efficiency", link_efficiency)
+    cap = check_fraction("ll_cap", ll_cap)
+    allowed = ("LL", "LL128", "Simple")
+    _check_protocol(first, allowed)
+    _check_protocol(second, allowed)
+    if first == second:
+        raise ValueError(f"first and second must be two different protocols, got {first!r} twice")
+    factor = (n - 1) / n if check_bool("ring_factor", ring_factor) else 1.0
+    a0_1, a_1, bus_1 = _protocol_terms(first, bw, eta, cap)
+    a0_2, a_2, bus_2 = _protocol_terms(second, bw, eta, cap)
+    extra_latency = (a0_2 + 2 * (n - 1) * a_2) - (a0_1 + 2 * (n - 1) * a_1)
+    saving_per_byte = 2 * factor * (1.0 / bus_1 - 1.0 / bus_2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        grows = saving_per_byte > 0          # else the second never pulls ahead as m grows
+        cross = np.where(grows, np.maximum(extra_latency, 0.0) / np.where(grows, saving_per_byte, 1.0), np.inf)
+    return scalar_or_array(cross)
 
 
 def check_expert_parallel(model, expert_parallel, tensor_parallel=1):
@@ -506,25 +688,43 @@ def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accel
 
 @dataclass(frozen=True, eq=False)
 class AllReduce(ValueFields):
-    """How a tensor-parallel all-reduce is costed: the alpha-beta model of a ring.
+    """How a tensor-parallel all-reduce is costed: the alpha-beta model of a ring, or NCCL's protocols.
 
     The expert-parallel all-to-alls (dispatch and combine) are costed with the
-    same alpha, alpha_0, link efficiency and data type (:meth:`alltoall_time`).
+    same alpha, alpha_0, link efficiency and data type (:meth:`alltoall_time`;
+    with a protocol, with that protocol's constants, see Notes).
 
     Attributes
     ----------
     latency : float or array
-        alpha, seconds per ring step (0 = physical bound).
+        alpha, seconds per ring step (0 = physical bound). Only without a ``protocol``.
     base_latency : float or array
-        alpha_0, seconds per call.
+        alpha_0, seconds per call. Only without a ``protocol``.
     link_efficiency : float or array in (0, 1]
-        eta, achieved / peak one-way link bandwidth.
+        eta, achieved / peak one-way link bandwidth (with a protocol: Simple's).
     dtype : str
         Data type of the activations that are summed: bf16 even for fp8 or int8
         matmuls, whose kernels write bf16 outputs.
     ring_factor : bool
         True (the book): 2 (N - 1) / N x m / beta; False: 2 m / beta, kipply's
         rounding (see :func:`allreduce_time`).
+    protocol : None or {"LL", "LL128", "Simple", "auto"}
+        None (default): the plain alpha-beta ring with ``latency`` and
+        ``base_latency`` (:func:`allreduce_time`). A protocol: NCCL's latencies
+        and bandwidth share for it, or ``"auto"``, the fastest of the three for
+        each message, as NCCL's tuner picks (:func:`nccl_allreduce_time`); then
+        ``latency`` and ``base_latency`` must stay 0 (the protocol brings its own).
+    ll_cap : float or array in (0, 1]
+        LL's bus-bandwidth cap as a fraction of the link (:data:`NCCL_LL_BANDWIDTH_CAP`).
+
+    Notes
+    -----
+    With ``protocol="auto"`` the cost of a call is concave and piecewise
+    linear in the message (not affine): :attr:`is_affine` says so, and
+    :meth:`fixed_protocols` gives the three affine pieces whose minimum it is.
+    The expert-parallel all-to-all (:meth:`alltoall_time`) uses the same
+    per-protocol constants in the pairwise-exchange form (NCCL's tuner has no
+    model of its own for all-to-all).
 
     Examples
     --------
@@ -534,6 +734,9 @@ class AllReduce(ValueFields):
     Traceback (most recent call last):
     ...
     ValueError: latency must be >= 0, got -1
+    >>> auto = AllReduce(protocol="auto", link_efficiency=0.8)
+    >>> [str(auto.chosen_protocol(m, 8, 450e9)) for m in (16e3, 8e6, 64e6)]
+    ['LL', 'LL128', 'Simple']
     """
 
     latency: float = 0.0
@@ -541,6 +744,8 @@ class AllReduce(ValueFields):
     link_efficiency: float = 1.0
     dtype: str = "bf16"
     ring_factor: bool = True
+    protocol: str | None = None
+    ll_cap: float = NCCL_LL_BANDWIDTH_CAP
 
     def __post_init__(self):
         object.__setattr__(self, "latency", freeze_number(check_nonnegative("latency", self.latency)))
@@ -549,19 +754,76 @@ class AllReduce(ValueFields):
                            freeze_number(check_fraction("link_efficiency", self.link_efficiency)))
         check_dtype(self.dtype, "allreduce_dtype")
         object.__setattr__(self, "ring_factor", check_bool("allreduce_ring_factor", self.ring_factor))
+        object.__setattr__(self, "ll_cap", freeze_number(check_fraction("ll_cap", self.ll_cap)))
+        if self.protocol is not None:
+            _check_protocol(self.protocol)
+            if np.any(np.asarray(self.latency) != 0) or np.any(np.asarray(self.base_latency) != 0):
+                raise ValueError(
+                    f"allreduce_protocol = {self.protocol!r} brings NCCL's own latencies: leave allreduce_latency "
+                    f"and allreduce_base_latency at 0 (got {np.max(self.latency):g} and "
+                    f"{np.max(self.base_latency):g} s), or give allreduce_protocol=None for a plain ring with "
+                    "your latencies")
 
     @property
     def bytes_per_element(self) -> float:
         return bytes_per_element(self.dtype)
 
+    @property
+    def is_affine(self) -> bool:
+        """True when the cost of a call is affine in the message (every model but ``protocol="auto"``)."""
+        return self.protocol != "auto"
+
+    def fixed_protocols(self) -> tuple:
+        """The affine pieces of this model: for ``"auto"`` one AllReduce per protocol, else ``(self,)``.
+
+        The cost of ``"auto"`` is the minimum of theirs, message by message.
+
+        >>> [a.protocol for a in AllReduce(protocol="auto").fixed_protocols()]
+        ['LL', 'LL128', 'Simple']
+        """
+        if self.is_affine:
+            return (self,)
+        return tuple(replace(self, protocol=p) for p in ("LL", "LL128", "Simple"))
+
+    def _factor(self, n):
+        return (n - 1) / n if self.ring_factor else (n > 1) * 1.0
+
     def time(self, message_bytes, n_gpus, link_bandwidth):
-        """Seconds for one all-reduce of ``message_bytes`` (see :func:`allreduce_time`)."""
-        bw = check_positive("link_bandwidth", link_bandwidth) * self.link_efficiency
-        return allreduce_time(message_bytes, n_gpus, bw, latency=self.latency, base_latency=self.base_latency,
-                              ring_factor=self.ring_factor)
+        """Seconds for one all-reduce of ``message_bytes`` (:func:`allreduce_time` or
+        :func:`nccl_allreduce_time`)."""
+        if self.protocol is None:
+            bw = check_positive("link_bandwidth", link_bandwidth) * self.link_efficiency
+            return allreduce_time(message_bytes, n_gpus, bw, latency=self.latency, base_latency=self.base_latency,
+                                  ring_factor=self.ring_factor)
+        return nccl_allreduce_time(message_bytes, n_gpus, link_bandwidth, protocol=self.protocol,
+                                   link_efficiency=self.link_efficiency, ll_cap=self.ll_cap,
+                                   ring_factor=self.ring_factor)
+
+    def chosen_protocol(self, message_bytes, n_gpus, link_bandwidth):
+        """The protocol that costs each message (``"auto"``: the fastest; ties go to the lower latency).
+
+        Returns a str, or an array of str; ``"ring"`` for the plain model (``protocol=None``).
+        """
+        if self.protocol is None:
+            shape = np.broadcast_shapes(np.shape(message_bytes), np.shape(n_gpus), np.shape(link_bandwidth))
+            return "ring" if shape == () else np.full(shape, "ring")
+        if self.protocol != "auto":
+            shape = np.broadcast_shapes(np.shape(message_bytes), np.shape(n_gpus), np.shape(link_bandwidth))
+            return self.protocol if shape == () else np.full(shape, self.protocol)
+        times = np.stack(np.broadcast_arrays(*(np.asarray(a.time(message_bytes, n_gpus, link_bandwidth), dtype=float)
+                                               for a in self.fixed_protocols())))
+        names = np.array(["LL", "LL128", "Simple"])[np.argmin(times, axis=0)]
+        return str(names) if names.ndim == 0 else names
 
     def alltoall_time(self, message_bytes, n_gpus, link_bandwidth):
         """Seconds for one all-to-all of ``message_bytes`` per GPU with the same alpha, alpha_0 and eta
-        (see :func:`alltoall_time`): the expert-parallel dispatch and combine."""
-        bw = check_positive("link_bandwidth", link_bandwidth) * self.link_efficiency
-        return alltoall_time(message_bytes, n_gpus, bw, latency=self.latency, base_latency=self.base_latency)
+        (see :func:`alltoall_time`): the expert-parallel dispatch and combine. With a protocol: its
+        constants (``"auto"``: the fastest), N - 1 steps and (N - 1) / N x m on each link."""
+        if self.protocol is None:
+            bw = check_positive("link_bandwidth", link_bandwidth) * self.link_efficiency
+            return alltoall_time(message_bytes, n_gpus, bw, latency=self.latency, base_latency=self.base_latency)
+        m = check_nonnegative("message_bytes", message_bytes)
+        n = check_integer("n_gpus", n_gpus, minimum=1)
+        bw = check_positive("link_bandwidth", link_bandwidth)
+        return scalar_or_array(_nccl_times(m, n, bw, self.link_efficiency, self.ll_cap, (n - 1) / n,
+                                           self.protocol, steps=1.0, volume=1.0))

@@ -196,6 +196,10 @@ def step_time_pieces(dep: Deployment, context_len):
     check_scalar("context_len", context_len)
     if not dep.is_scalar:
         raise ValueError("step_time_pieces needs one configuration: give scalar deployment settings")
+    if not dep.allreduce.is_affine and np.any(np.asarray(dep.tensor_parallel) > 1):
+        raise ValueError("allreduce_protocol = 'auto' makes T(B) the minimum over NCCL's protocols, not a "
+                         "maximum of lines: give one protocol (allreduce_protocol='LL', 'LL128' or 'Simple') "
+                         "for its pieces; tpot_batch_bound takes the best of the three itself")
     c = decode_coefficients(dep, context_len)
     icept = {"weight_memory": c["weight_memory"], "linear_compute": 0.0, "kv_memory": 0.0,
              "attention_compute": 0.0}
@@ -249,6 +253,11 @@ def tpot_batch_bound(dep: Deployment, context_len, *, tpot_slo):
     166.89
     """
     tau = check_positive("tpot_slo", tpot_slo)
+    if not dep.allreduce.is_affine and np.any(np.asarray(dep.tensor_parallel) > 1):
+        # T(B) = min over NCCL's protocols of T_p(B): T(B) <= tau where some T_p(B) <= tau
+        return scalar_or_array(np.maximum.reduce([np.asarray(tpot_batch_bound(dep.replace(allreduce=a), context_len,
+                                                                              tpot_slo=tau), dtype=float)
+                                                  for a in dep.allreduce.fixed_protocols()]))
     alpha, beta = step_time_pieces(dep, context_len)
     t = tau[..., None]
     grows = beta > 0

@@ -1,44 +1,60 @@
-"""Validation: the model against published measurements, its calibration, and implied MBU/MFU.
+"""Validation: the model against anyone's published measurements, each predicted the way it was measured.
 
-How far can the book's arithmetic be trusted? This module turns each row of a
-table of published measurements (``data/published-measurements.csv``: one
-number a row, with its source and configuration) into a configuration the
-model understands -- a model from the catalog or a ``config.json``, an
-accelerator from the catalog, GPU count, tensor parallelism, data types,
-batch, prompt and output lengths -- plus the measured value with its metric
-in SI units (:func:`load_published_measurements`). Rows the model cannot
-express are kept, each with the reason.
+How far can the book's arithmetic be trusted? This module reads a table of
+published measurements (``data/published-measurements.csv`` and any other CSV
+in the same schema: one measured number a row, with its source and
+configuration) and turns each row into something the model can predict, or
+says why it cannot (:func:`load_published_measurements`).
 
-For every expressible row :func:`physical_bound` evaluates the model at
-efficiency 1.0. A measured time must lie at or above its bound and a measured
-throughput at or below it (:func:`bound_holds`); a row that beats its bound
-means that the row or the model is wrong. :func:`calibrate` then fits a few
-efficiencies per accelerator family (memory-bandwidth utilisation MBU,
-model FLOP utilisation MFU, and a fixed cost per layer and step for
-tensor-parallel communication) on part of the rows, and
-:func:`percentage_errors` measures the result on the rest.
+Reading a row (chapter "Validation")
+------------------------------------
+* **Sources** are identified by their ``source_title``; there is no fixed list.
+* **Hardware** resolves through the accelerator catalog's aliases
+  (``lib/servingmath/data/accelerators.csv``), after dropping what a benchmark
+  adds around a part's name (a GPU count such as ``8x``, a parenthesis, a
+  vendor prefix); a memory size written anywhere in the text picks the variant
+  (``"A100 (40GB ...)"`` is the 40 GB part). Where the form factor is not
+  stated the catalog's default part is taken and the row says why
+  (:data:`FORM_FACTOR_NOTES`).
+* **Models** resolve through the model catalog (organisation prefixes and
+  suffixes such as ``-Instruct`` or ``-FP8`` dropped), a table of models with
+  identical shapes (:data:`SAME_SHAPES`), or a folder of ``config.json`` files
+  (``config_dir=``; default the CSV's sibling folder ``model-configs``).
+* **Data types** left unstated are resolved by a stated policy
+  (:data:`DTYPE_POLICIES`) recorded on the row; ``dtype_policy="reject"``
+  refuses such rows instead.
+* **Parallelism** ``tp`` may read ``4``, ``TP4``, ``4x2`` or ``TP4xDP2``
+  (tensor x data parallel); pipeline parallelism is refused with its reason.
+* Every refused row is kept with its reason, and :meth:`PublishedData.reasons`
+  counts the reasons.
 
-What each metric means to the model
------------------------------------
-* ``ttft``: one prefill of ``batch_size`` prompts of ``prompt_len`` tokens
-  (the first token comes out of the prefill's last pass).
-* ``itl`` (median inter-token latency) and ``tpot``: one decode step of
-  ``batch_size`` sequences at the median context of the run,
-  ``prompt_len + 1 + (output_len - 2) // 2`` tokens (step times grow with the
-  context, so the median step is the one at the median context).
-* ``e2e`` and every static-batch throughput: the whole static batch,
-  :func:`static_batch_time` = one prefill of B prompts + (L_o - 1) decode
-  steps at contexts L_p + 1, ..., L_p + L_o - 1. Throughput is
-  B x L_o / T (tokens/s) or B / T (requests/s), divided by the GPU count
-  when the source reports it per GPU.
+Each row predicted the way it was measured
+------------------------------------------
+:attr:`Measurement.path` says which part of the library predicts a row:
 
-Implied efficiency of your own numbers
---------------------------------------
-:func:`implied_efficiency` takes one measured step time (a decode step or a
-prefill) and reports the MBU and MFU it implies, as Databricks defines them:
-achieved bytes/s (or FLOP/s) over the peak, with the bytes and FLOPs the
-model says the step must move and compute. MBU <= 1 exactly when the
-measured time is at least the time the bytes take at peak bandwidth.
+* ``"step model"``: a static batch (``request_rate`` = ``static batch`` or
+  ``single request``): one prefill of B prompts (TTFT), one decode step at the
+  run's median context (ITL, TPOT), or the whole run (E2E, throughput);
+* ``"memory wall"``: an offline run whose batch the runtime chose (``max``,
+  ``vLLM-chosen``...) with fixed lengths: the static run at the largest batch
+  the engine holds, min(its ``max_num_seqs``, the KV cache / tokens per
+  sequence);
+* ``"simulator"``: a closed-loop concurrency sweep, a Poisson request rate or
+  an offline run over a dataset's lengths, run through
+  :mod:`servingmath.simulate` with the engine's scheduler (chunked-prefill
+  token budget, max sequences, KV capacity: :func:`engine_scheduler`, each
+  default labelled with the engine, version and source) and the row's lengths
+  (fixed, uniform, or a named dataset of :mod:`servingmath.workloads`).
+  Simulated runs are small (a few hundred requests) and cached per configuration.
+
+Calibration and its honest error
+--------------------------------
+:func:`calibrate` fits MBU, MFU and a tensor-parallel latency per accelerator
+family (the catalog's ``family`` column) on the step-model rows.
+:func:`leave_one_source_out` holds out each source in turn and predicts it
+from the others, beside the fixed guess of the book's realistic setting
+(:data:`BASELINE`, :mod:`servingmath.settings`); a family without training
+rows falls back to that setting, explicitly (:func:`calibration_table`).
 
 Examples
 --------
@@ -46,9 +62,9 @@ Examples
 >>> len(data.measurements) + len(data.unexpressible)
 138
 >>> row = data.by_row(48)      # LMDeploy, Llama-2-7B fp16, batch 1, one A100-80GB
->>> row.metric, round(row.value * 1e3, 1), row.scenario
-('itl_ms', 9.0, 'decode_step')
->>> round(physical_bound(row) * 1e3, 2)          # ms: 13.5 GB of weights / 2.039 TB/s
+>>> row.metric, round(row.value * 1e3, 1), row.scenario, row.path
+('itl_ms', 9.0, 'decode_step', 'step model')
+>>> round(physical_bound(row) * 1e3, 2)          # ms: 13.0 GB of weights / 2.039 TB/s
 6.5
 >>> bound_holds(row), round(achieved_fraction(row), 3)
 (True, 0.722)
@@ -57,22 +73,26 @@ Examples
 from __future__ import annotations
 
 import csv
+import functools
+import json
 import math
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from ._validation import (check_choice, check_fraction, check_integer, check_nonnegative,
                           check_positive, scalar_or_array)
-from .datatypes import check_dtype
 from .decode import decode_step_parts, decode_step_time
 from .deployment import Deployment, deployment_function
-from .hardware import Accelerator, get_accelerator
-from .memory import fits
-from .models import ModelConfig, get_model, load_model_config
+from .hardware import Accelerator, accelerator_catalog, get_accelerator
+from .memory import fits, max_kv_tokens
+from .models import ModelConfig, get_model, list_models, load_model_config, parameter_count
 from .prefill import prefill_step_parts, prefill_time
+from .settings import REALISTIC
 from .units import GB, GiB
 
 __all__ = [
@@ -81,24 +101,50 @@ __all__ = [
     "PublishedData",
     "Efficiency",
     "ImpliedEfficiency",
+    "SimulationSpec",
+    "LosoResult",
     "HARDWARE_MAP",
     "MODEL_MAP",
+    "FORM_FACTOR_NOTES",
+    "SAME_SHAPES",
+    "TENSOR_PEAK_FALLBACKS",
+    "DTYPE_POLICIES",
     "METRICS",
+    "METRIC_GROUPS",
     "SOURCES",
-    "FAMILIES",
+    "PARAMETERS",
+    "BASELINE",
+    "PHYSICAL",
     "default_data_path",
+    "open_data_path",
     "load_published_measurements",
+    "resolve_accelerator",
+    "resolve_model",
+    "parse_parallelism",
     "accelerator_family",
+    "catalog_families",
+    "engine_scheduler",
+    "parse_dtype",
+    "engine_memory_fraction",
+    "with_tensor_peak",
+    "compute_dtype_for",
     "static_batch_time",
     "predict",
+    "simulate_measurement",
     "physical_bound",
     "bound_holds",
     "achieved_fraction",
     "split_measurements",
     "calibrate",
-    "PARAMETERS",
+    "family_efficiency",
+    "calibration_table",
     "percentage_errors",
     "error_summary",
+    "leave_one_source_out",
+    "realistic_provenance",
+    "littles_law_concurrency",
+    "fit_knee",
+    "concurrency_sweeps",
     "implied_efficiency",
     "implied_mbu",
     "implied_mfu",
@@ -106,7 +152,8 @@ __all__ = [
 
 _ROOT = Path(__file__).resolve().parents[2]
 
-#: Short names of the sources: the start of the CSV's ``source_title`` -> key.
+#: Short display names of the book's own five sources (the start of their ``source_title``);
+#: any other title is shown by its text before the first parenthesis, colon or dash.
 SOURCES = {
     "Performance of TensorRT-LLM": "TensorRT-LLM doc",
     "LMDeploy": "LMDeploy",
@@ -115,19 +162,59 @@ SOURCES = {
     "Transformer Inference Arithmetic": "kipply/FasterTransformer",
 }
 
-#: The CSV's hardware strings -> (catalog name, the assumption made).
+
+def default_data_path() -> Path:
+    """The book's ``data/published-measurements.csv`` (the repository's data folder).
+
+    >>> default_data_path().name
+    'published-measurements.csv'
+    """
+    return _ROOT / "data" / "published-measurements.csv"
+
+
+def open_data_path() -> Path:
+    """``data/open-measurements.csv``: rows transcribed from other engines' public benchmark pages
+    (TensorRT-LLM 1.0, SGLang 0.3 vs vLLM 0.6, NIM 1.8, JetStream on TPU v5e, vLLM on MI300X,
+    SGLang on H200), each with its source and date (``data/README.md``).
+
+    >>> open_data_path().name
+    'open-measurements.csv'
+    """
+    return _ROOT / "data" / "open-measurements.csv"
+
+
+def _short_source(title: str) -> str:
+    for prefix, key in SOURCES.items():
+        if title.startswith(prefix):
+            return key
+    short = re.split(r"\s[(\[:]|:\s|\s[-\u2013\u2014]\s|,\s", title, maxsplit=1)[0].strip()
+    return short[:48] or title[:48]
+
+
+# ------------------------------------------------------------------------------- names
+
+#: Why the catalog's default part is taken when a row leaves the form factor open.
+FORM_FACTOR_NOTES = {
+    "H100-SXM5-80GB": "form factor not stated; SXM: an 8-GPU NVLink node is SXM, and the PCIe part "
+                      "(2.0 TB/s, 756 TFLOP/s) would give a higher time bound",
+    "H200-SXM-141GB": "form factor not stated; SXM (H200 NVL has the same 4.8 TB/s but a lower FLOP/s "
+                      "peak, so SXM gives the lower, safer time bound)",
+    "A100-SXM4-80GB": "form factor not stated; SXM4 (2.039 TB/s) rather than PCIe (1.935 TB/s, same "
+                      "312 TFLOP/s): the higher bandwidth gives the bound that holds for either",
+    "A100-SXM4-40GB": "form factor not stated; SXM4 40 GB (1.555 TB/s)",
+    "B200-SXM-180GB": "form factor not stated; the HGX/DGX B200 SXM part",
+}
+
+#: The book's own CSV spellings and the part each denotes, with the assumption; the general
+#: resolver (:func:`resolve_accelerator`) reproduces every entry (tested): it is documentation,
+#: not a lookup table the loader needs.
 HARDWARE_MAP = {
     "H100-SXM-80GB": ("H100-SXM5-80GB", "stated: H100 SXM, 80 GB"),
-    "H100 (table says '8xH100' node)": (
-        "H100-SXM5-80GB", "form factor not stated; an 8-GPU NVLink node is SXM (the PCIe part, "
-        "2.0 TB/s and 756 TFLOP/s, would give a higher time bound)"),
-    "H200": ("H200-SXM-141GB", "form factor not stated; SXM (H200 NVL has the same 4.8 TB/s but a "
-                               "lower FLOP/s peak, so SXM gives the lower, safer time bound)"),
+    "H100 (table says '8xH100' node)": ("H100-SXM5-80GB", FORM_FACTOR_NOTES["H100-SXM5-80GB"]),
+    "H200": ("H200-SXM-141GB", FORM_FACTOR_NOTES["H200-SXM-141GB"]),
     "A100-SXM-80GB": ("A100-SXM4-80GB", "stated: A100 SXM, 80 GB"),
     "A100-SXM4-80GB": ("A100-SXM4-80GB", "stated"),
-    "A100-80GB (form factor not stated)": (
-        "A100-SXM4-80GB", "form factor not stated; SXM4 (2.039 TB/s) rather than PCIe (1.935 TB/s, "
-        "same 312 TFLOP/s): the higher bandwidth gives the bound that holds for either"),
+    "A100-80GB (form factor not stated)": ("A100-SXM4-80GB", FORM_FACTOR_NOTES["A100-SXM4-80GB"]),
     "A100-SXM-40GB": ("A100-SXM4-40GB", "stated: A100 SXM, 40 GB"),
     "A100 (40GB per rest of blog)": (
         "A100-SXM4-40GB", "not stated in the table; 40 GB as in the blog's other tables (an 80 GB "
@@ -137,24 +224,692 @@ HARDWARE_MAP = {
     "A10": ("A10", "stated: A10, not A10G"),
 }
 
-_MODEL_CONFIGS = "data/model-configs"
-#: The CSV's model strings -> (catalog name or config file under the repository root, the assumption).
+_FORM_WORDS = re.compile(r"sxm|pcie|nvl|oam|hgx|dgx|nvlink|gh200|gb200", re.IGNORECASE)
+
+
+@functools.cache
+def _catalog_rows() -> dict:
+    """The accelerator catalog's CSV rows (for the ``family`` column, which hardware.py does not carry)."""
+    path = resources.files("servingmath") / "data" / "accelerators.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        return {row["name"]: row for row in csv.DictReader(handle)}
+
+
+@functools.cache
+def _catalog_lookup() -> dict:
+    """Catalog names and aliases (as written and case-folded) -> catalog name."""
+    table = {}
+    for name, row in _catalog_rows().items():
+        for alias in [name] + [a for a in (row.get("aliases") or "").split("|") if a]:
+            table.setdefault(alias, name)
+            table.setdefault(alias.casefold(), name)
+    return table
+
+
+def _hardware_candidates(text: str):
+    """Spellings to try for a hardware string, most literal first."""
+    seen = []
+
+    def add(s):
+        s = " ".join(s.replace("_", " ").split()).strip(" ,;-")
+        if s and s not in seen:
+            seen.append(s)
+
+    add(text)
+    base = re.sub(r"\([^)]*\)|\[[^\]]*\]", " ", text)
+    base = re.sub(r"^\s*\d+\s*[x\u00d7]\s*", "", base)                 # "8x H100", "8 x H100"
+    base = re.sub(r"\s*[x\u00d7]\s*\d+\s*$", "", base)                 # "H100 x8"
+    base = re.sub(r"\b\d+\s*(gpus?|chips?|cards?)\b", "", base, flags=re.IGNORECASE)
+    add(base)
+    for prefix in ("NVIDIA ", "AMD ", "Google ", "Instinct "):
+        if base.strip().startswith(prefix):
+            add(base.strip()[len(prefix):])
+    add(base.replace(" ", "-"))
+    bare = re.sub(r"[\s-]*\d+\s*G(?:B|iB)?\b", "", base, flags=re.IGNORECASE)
+    add(bare)
+    add(re.sub(r"-\d+$", "", bare))                                 # a TPU slice: "v5e-8" is 8 chips
+    return seen
+
+
+def resolve_accelerator(text, *, accelerators=None):
+    """The catalog part a benchmark's hardware string names, and the assumption that took.
+
+    Parameters
+    ----------
+    text : str
+        As a benchmark writes it (``"H100-SXM-80GB"``, ``"8xH100"``, ``"AMD Instinct MI300X"``,
+        ``"TPU v5e-8"``, ``"A100 (40GB per rest of blog)"``).
+    accelerators : dict, optional
+        Extra name -> :class:`~servingmath.hardware.Accelerator` (or catalog name) entries,
+        tried first: for parts the catalog lacks, or a spelling of your own.
+
+    Returns
+    -------
+    (Accelerator, str)
+        The part and a note: ``"stated"``, or the assumption (form factor, memory size).
+
+    Raises
+    ------
+    KeyError
+        When no spelling resolves, naming the text and the closest catalog names.
+
+    Examples
+    --------
+    >>> acc, note = resolve_accelerator("8xH100")
+    >>> acc.name, note.split(";")[0]
+    ('H100-SXM5-80GB', 'form factor not stated')
+    >>> resolve_accelerator("A100 (40GB per rest of blog)")[0].name
+    'A100-SXM4-40GB'
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise KeyError(f"text (the hardware) must be a non-empty string, got {text!r}")
+    extra = dict(accelerators or {})
+    if text in extra:
+        return get_accelerator(extra[text]), "given in accelerators="
+    found, via = None, None
+    lookup = _catalog_lookup()
+    for candidate in _hardware_candidates(text):
+        if candidate in extra:
+            return get_accelerator(extra[candidate]), f"'{candidate}' given in accelerators="
+        name = lookup.get(candidate) or lookup.get(candidate.casefold())
+        if name is not None:
+            found, via = get_accelerator(name), candidate
+            break
+    if found is None:
+        catalog = list(accelerator_catalog())
+        raise KeyError(f"hardware {text!r} is not in the accelerator catalog (tried "
+                       f"{', '.join(repr(c) for c in _hardware_candidates(text))}; catalog: "
+                       f"{', '.join(catalog)}); pass accelerators={{{text!r}: Accelerator(...)}}")
+    notes = []
+    sizes = [int(s) for s in re.findall(r"(\d+)\s*G(?:B|iB)?\b", text, flags=re.IGNORECASE)]
+    if sizes and all(abs(found.memory_bytes / GB - s) > 1 for s in sizes):
+        for s in sizes:
+            base = _hardware_candidates(text)[-1]
+            for candidate in (f"{base}-{s}GB", f"{base} {s}GB", f"{base}-SXM4-{s}GB"):
+                name = lookup.get(candidate) or lookup.get(candidate.casefold())
+                if name is None:
+                    continue
+                other = get_accelerator(name)
+                if abs(other.memory_bytes / GB - s) <= 1:
+                    found = other
+                    notes.append(f"{s} GB as the text says")
+                    break
+            if notes:
+                break
+    if found.name == text:
+        return found, "stated"
+    stated_form = _FORM_WORDS.search(text) is not None or found.name in ("L40S", "A10", "A10G", "MI300X",
+                                                                          "MI325X", "TPU-v5e")
+    if not stated_form and found.name in FORM_FACTOR_NOTES:
+        notes.append(FORM_FACTOR_NOTES[found.name])
+    if not notes:
+        notes.append(f"stated ('{via}' is the catalog's spelling of {found.name})")
+    return found, "; ".join(notes)
+
+
+#: Models with identical shapes (layers, widths, heads, vocabulary): the arithmetic cannot tell
+#: them apart, so a row naming the first is modelled with the second, and says so.
+SAME_SHAPES = {
+    "llama-3-8b": ("Llama-3.1-8B", "Llama-3-8B has Llama-3.1-8B's layers, widths, heads and vocabulary; "
+                                   "only its context (8k) and RoPE scaling differ, which the arithmetic "
+                                   "does not use"),
+    "llama-3-70b": ("Llama-3.1-70B", "Llama-3.1-70B's shapes: Llama-3-70B has the same layers, widths, heads "
+                                     "and vocabulary; only its context (8k) and RoPE scaling differ, which "
+                                     "the arithmetic does not use"),
+    "llama-3.3-70b": ("Llama-3.1-70B", "Llama-3.3-70B is a retrained Llama-3.1-70B with the same "
+                                       "architecture (config.json identical in every shape)"),
+}
+
+#: The book's own CSV model strings and where they resolve (documentation; the resolver reproduces it).
 MODEL_MAP = {
     "GPT-J-6B": ("GPT-J-6B", "catalog"),
     "Llama-2-7B": ("Llama-2-7B", "catalog ('LLaMA 7B' in the TensorRT-LLM doc = Llama-2-7b per its methodology)"),
     "Llama-2-13B": ("Llama-2-13B", "catalog"),
     "Llama-2-70B": ("Llama-2-70B", "catalog"),
     "Llama-3.1-8B": ("Llama-3.1-8B", "catalog"),
-    "Llama-3-70B": ("Llama-3.1-70B", "Llama-3.1-70B's shapes: Llama-3-70B has the same layers, widths, "
-                                     "heads and vocabulary; only its context (8k) and RoPE scaling differ, "
-                                     "which the arithmetic does not use"),
-    "InternLM-20B": (f"{_MODEL_CONFIGS}/internlm-20b.json", "config.json added for this chapter"),
-    "MPT-7B": (f"{_MODEL_CONFIGS}/mpt-7b.json", "config.json added for this chapter"),
-    "FT-13B-test (d=5120,L=40,H=40)": (f"{_MODEL_CONFIGS}/ft-13b-test.json",
+    "Llama-3-70B": ("Llama-3.1-70B", SAME_SHAPES["llama-3-70b"][1]),
+    "InternLM-20B": ("data/model-configs/internlm-20b.json", "config.json added for this chapter"),
+    "MPT-7B": ("data/model-configs/mpt-7b.json", "config.json added for this chapter"),
+    "FT-13B-test (d=5120,L=40,H=40)": ("data/model-configs/ft-13b-test.json",
                                        "llm-analysis' test-13b config, added for this chapter"),
 }
 
-#: CSV metric -> (kind, scale to SI, SI unit, what the model computes).
+# suffixes of checkpoint names that do not change the shapes; the dtype ones imply the weights' type
+_MODEL_SUFFIXES = {"instruct": None, "chat": None, "hf": None, "it": None, "base": None, "fp8": "fp8",
+                   "fp4": "nvfp4", "nvfp4": "nvfp4", "awq": "int4", "gptq": "int4", "int4": "int4",
+                   "int8": "int8", "w8a8": "int8", "w4a16": "int4", "kv": None, "dynamic": None,
+                   "quantized": None, "v0.1": None, "v0.2": None, "v0.3": None}
+
+
+def _model_key(name: str) -> tuple[str, str | None]:
+    """A name reduced to its architecture (lower case, organisation and checkpoint suffixes dropped),
+    and the weight dtype a suffix implies."""
+    s = re.sub(r"\([^)]*\)", " ", name).strip().lower()
+    s = s.split("/")[-1]
+    s = re.sub(r"[\s_]+", "-", s)
+    if s.startswith("meta-llama-"):
+        s = s[len("meta-"):]
+    implied = None
+    parts = s.split("-")
+    while len(parts) > 1 and parts[-1] in _MODEL_SUFFIXES:
+        implied = implied or _MODEL_SUFFIXES[parts[-1]]
+        parts.pop()
+    s = "-".join(parts)
+    s = re.sub(r"(\d)b-?instruct$", r"\1b", s)
+    return s, implied
+
+
+def _flat(key: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", key)
+
+
+def _config_files(folders) -> dict:
+    """flat key -> path of every config.json in the folders (``name.json`` or ``name/config.json``)."""
+    table = {}
+    for folder in folders:
+        folder = Path(folder)
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/config.json")):
+            stem = path.parent.name if path.name == "config.json" else path.stem
+            keys = {_flat(_model_key(stem)[0])}
+            try:
+                meta = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue
+            for k in ((meta.get("servingmath") or {}).get("name"), meta.get("_name_or_path")):
+                if isinstance(k, str) and k:
+                    keys.add(_flat(_model_key(k)[0]))
+            for k in keys:
+                table.setdefault(k, path)
+    return table
+
+
+def resolve_model(text, *, config_dir=None, models=None):
+    """The model a benchmark's model string names, the note on how, and the weight dtype its name implies.
+
+    Tried in order: ``models`` (name -> ModelConfig or catalog name), the catalog (exact, then
+    with organisation and checkpoint suffixes such as ``-Instruct``, ``-FP8``, ``-hf`` dropped),
+    :data:`SAME_SHAPES`, then the ``config.json`` files in ``config_dir`` (one folder or several),
+    matched by file name, ``servingmath.name`` or ``_name_or_path``.
+
+    Returns
+    -------
+    (ModelConfig, str, str or None)
+
+    Raises
+    ------
+    KeyError
+        Naming the text, the reduced name tried and the folders searched.
+
+    Examples
+    --------
+    >>> m, note, dtype = resolve_model("meta-llama/Llama-3.1-8B-Instruct-FP8")
+    >>> m.name, dtype
+    ('Llama-3.1-8B', 'fp8')
+    >>> resolve_model("Llama-3.3-70B-Instruct")[0].name
+    'Llama-3.1-70B'
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise KeyError(f"model must be a non-empty string, got {text!r}")
+    extra = dict(models or {})
+    if text in extra:
+        return get_model(extra[text]), "given in models=", None
+    key, implied = _model_key(text)
+    names = list_models()
+    if text in names:
+        return get_model(text), "catalog", implied
+    catalog = {_flat(_model_key(n)[0]): n for n in names}
+    if _flat(key) in catalog:
+        name = catalog[_flat(key)]
+        return get_model(name), f"catalog ('{text}' is {name})", implied
+    for alias, (target, why) in SAME_SHAPES.items():
+        if _flat(key) == _flat(alias):
+            return get_model(target), why, implied
+    folders = [config_dir] if isinstance(config_dir, (str, Path)) else list(config_dir or [])
+    files = _config_files(folders)
+    if _flat(key) in files:
+        path = files[_flat(key)]
+        model = load_model_config(path)
+        return model, f"config.json: {path.name}", implied
+    raise KeyError(f"model {text!r} (read as {key!r}) is not in the model catalog ({', '.join(list_models())}), "
+                   f"not a model with the same shapes ({', '.join(SAME_SHAPES)}), and has no config.json in "
+                   f"{', '.join(str(Path(f).name) for f in folders) or 'no config_dir'}; "
+                   "pass config_dir= (a folder of config.json files) or models=")
+
+
+def catalog_families() -> dict:
+    """Catalog accelerator name -> calibration family, from the catalog's ``family`` column.
+
+    >>> catalog_families()["H200-SXM-141GB"], catalog_families()["MI300X"]
+    ('Hopper', 'MI300')
+    """
+    return {name: (row.get("family") or name) for name, row in _catalog_rows().items()}
+
+
+def accelerator_family(accelerator) -> str:
+    """The family whose calibrated efficiencies an accelerator shares (the catalog's ``family`` column).
+
+    An accelerator outside the catalog is its own family.
+
+    >>> accelerator_family("H200")
+    'Hopper'
+    """
+    acc = get_accelerator(accelerator)
+    return catalog_families().get(acc.name, acc.name)
+
+
+#: Parts whose tensor peak the catalog leaves blank because the vendor publishes none, and the
+#: stated fallback used when a row needs it (the row records the assumption).
+TENSOR_PEAK_FALLBACKS = {
+    "A10G": ("A10", "NVIDIA publishes no A10G datasheet; its tensor peak is taken as the A10's published "
+                    "125 TFLOP/s dense fp16/bf16 (same GA102 chip; unofficial figures range 62.5-140 "
+                    "TFLOP/s, so compute-bound predictions on an A10G carry -50 %/+12 % on the peak)"),
+}
+
+
+def with_tensor_peak(acc, dtype: str):
+    """``acc`` with a tensor peak for ``dtype``: itself, or the stated fallback of
+    :data:`TENSOR_PEAK_FALLBACKS` (and its note; None when nothing was needed).
+
+    >>> acc, note = with_tensor_peak(get_accelerator("A10G"), "bf16")
+    >>> acc.peak_flops("bf16") / 1e12, note.split(":")[0]
+    (125.0, 'A10G bf16 peak')
+    """
+    acc = get_accelerator(acc)
+    if not isinstance(dtype, str):
+        raise TypeError(f"dtype must be a data type's name (str), got {dtype!r}")
+    key = "bf16" if dtype == "fp16" else dtype
+    if key in acc.dense_flops:
+        return acc, None
+    if acc.name in TENSOR_PEAK_FALLBACKS:
+        source, why = TENSOR_PEAK_FALLBACKS[acc.name]
+        donor = get_accelerator(source)
+        if key in donor.dense_flops:
+            peaks = dict(acc.dense_flops)
+            peaks[key] = donor.dense_flops[key]
+            return replace(acc, dense_flops=peaks), f"{acc.name} {dtype} peak: {why}"
+    return acc, None
+
+
+
+# ------------------------------------------------------------------------------- parsing a row
+
+_DTYPE_SPELLINGS = {
+    "fp16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "fp32": "fp32", "float32": "fp32",
+    "fp8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "fp8-e4m3": "fp8", "w8a8-fp8": "fp8", "float8": "fp8",
+    "int8": "int8", "w8a16": "int8", "w8a8": "int8", "w8a8-int8": "int8", "int8 (weight-only)": "int8",
+    "int4": "int4", "awq": "int4", "gptq": "int4", "w4a16": "int4", "int4 (awq)": "int4",
+    "fp4": "nvfp4", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
+}
+_UNSTATED = {"", "auto", "n/a", "na", "not stated", "default", "unknown", "?", "-", "none"}
+
+#: How a data type the row leaves unstated is chosen: ``"engine-default"`` (what the engine's
+#: ``dtype=auto`` / ``kv_cache_dtype=auto`` load, recorded on the row) or ``"reject"``.
+DTYPE_POLICIES = {
+    "engine-default": (
+        "weights: the dtype the checkpoint's name implies (-FP8, -AWQ, ...), else 16-bit (vLLM, SGLang and "
+        "TensorRT-LLM load a 16-bit checkpoint in its own dtype; fp16 and bf16 have the same bytes and "
+        "peak). KV cache: the weights' dtype when 16-bit; fp8 for fp8/fp4 TensorRT-LLM or NIM engines "
+        "(ModelOpt checkpoints quantise the KV cache to FP8, kv_cache_quant_algo); otherwise bf16 (vLLM's and "
+        "SGLang's kv_cache_dtype 'auto' is the model's activation dtype)"),
+    "reject": "a row that leaves a data type unstated is refused",
+}
+
+
+def parse_dtype(text):
+    """(dtype, stated?) from a CSV cell (``"bfloat16"``, ``"FP8"``, ``"AWQ"``...); blank or ``"auto"``
+    is (None, False); an unknown spelling raises ValueError naming it.
+
+    >>> parse_dtype("bfloat16"), parse_dtype("AWQ"), parse_dtype("auto")
+    (('bf16', True), ('int4', True), (None, False))
+    """
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text (a data type cell) must be a str or None, got {text!r}")
+    t = (text or "").strip().lower()
+    if t in _UNSTATED:
+        return None, False
+    if t in _DTYPE_SPELLINGS:
+        return _DTYPE_SPELLINGS[t], True
+    raise ValueError(f"text: data type {text!r} is not one the library knows ({', '.join(sorted(set(_DTYPE_SPELLINGS)))})")
+
+
+def parse_parallelism(tp, n_gpus=""):
+    """(tensor_parallel, data_parallel) from a row's ``tp`` and ``n_gpus`` cells.
+
+    ``tp`` may read ``"4"``, ``"TP4"``, ``"4x2"``, ``"TP4xDP2"``, ``"tp=4,dp=2"``; ``n_gpus``
+    (optional) must then equal TP x DP, and a bare TP with more GPUs reads the rest as data
+    parallel. Pipeline parallelism (``PP``) is refused.
+
+    Raises
+    ------
+    ValueError
+        Naming the text and what is allowed.
+
+    Examples
+    --------
+    >>> parse_parallelism("TP4xDP2"), parse_parallelism("4x2", "8"), parse_parallelism("2", "8")
+    ((4, 2), (4, 2), (2, 4))
+    """
+    for name, value in (("tp", tp), ("n_gpus", n_gpus)):
+        if isinstance(value, bool) or not isinstance(value, (str, int)) and value is not None:
+            raise TypeError(f"{name} must be a CSV cell (str or int), got {value!r}")
+    tp_text = "" if tp is None else str(tp)
+    n_gpus_text = "" if n_gpus is None else str(n_gpus)
+    t = tp_text.strip().lower().replace(" ", "")
+    gpus_text = (n_gpus_text or "").strip()
+    gpus = int(gpus_text) if gpus_text.isdigit() else None
+    t = re.sub(r"[,x\u00d7]?pp=?1$", "", t)
+    if re.search(r"pp\s*=?\s*\d|\d+pp", t):
+        raise ValueError(f"tp {tp!r}: pipeline parallelism is not modelled (only tensor x data parallel)")
+    m = (re.fullmatch(r"(?:tp)?=?(\d+)", t) or re.fullmatch(r"(?:tp)?=?(\d+)[x\u00d7,*](?:dp)?=?(\d+)", t)
+         or re.fullmatch(r"tp=?(\d+),?dp=?(\d+)", t) or re.fullmatch(r"(\d+)tp[x,](\d+)dp", t))
+    if t == "" and gpus is not None:
+        return gpus, 1
+    if not m:
+        raise ValueError(f"tp {tp!r} is not a tensor-parallel degree: write 4, TP4, 4x2 or TP4xDP2")
+    tp = int(m.group(1))
+    dp = int(m.group(2)) if m.lastindex and m.lastindex >= 2 else None
+    if tp < 1 or (dp is not None and dp < 1):
+        raise ValueError(f"tp {tp_text!r}: degrees must be >= 1")
+    if dp is None:
+        dp = 1
+        if gpus is not None:
+            if gpus % tp:
+                raise ValueError(f"n_gpus {gpus} is not a multiple of tp {tp}")
+            dp = gpus // tp
+    if gpus is not None and gpus != tp * dp:
+        raise ValueError(f"n_gpus {gpus} is not tp x dp = {tp} x {dp}")
+    return tp, dp
+
+
+def _integer(text):
+    text = (text or "").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _number(text):
+    try:
+        value = float(str(text).strip().replace(",", ""))
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+_RUNTIME_BATCH = re.compile(r"^(max|runtime|auto|chosen|dynamic|continuous|.*-chosen|max batch \d+|"
+                            r"chosen by .*|engine max|slots? \d+)$", re.IGNORECASE)
+
+
+def _load(raw):
+    """What kind of run a row is: ('static', B), ('closed', C), ('poisson', rate), ('offline', cap),
+    or ('unknown', reason)."""
+    rate = (raw.get("request_rate") or "").strip()
+    batch = (raw.get("batch_size_or_concurrency") or "").strip()
+    r = rate.lower()
+    b = batch.lower()
+    number = _integer(batch)
+    concurrency = re.fullmatch(r"(?:concurrency|max[-_ ]concurrency|clients?|users?)\s*=?\s*(\d+)", b)
+    if r in ("static batch", "single request", "static", "fixed batch"):
+        if number is None:
+            return "unknown", f"a static batch needs a numeric batch size, got {batch!r}"
+        return "static", number
+    if concurrency or r in ("closed loop", "closed-loop", "concurrency"):
+        c = int(concurrency.group(1)) if concurrency else number
+        if c is None:
+            return "unknown", f"a closed-loop run needs a numeric concurrency, got {batch!r}"
+        return "closed", c
+    value = _number(rate)
+    if value is not None and value > 0:
+        if number is not None or concurrency:
+            return "unknown", ("a Poisson rate capped by a concurrency (--max-concurrency with "
+                               "--request-rate) is not simulated")
+        return "poisson", value
+    if r.startswith("inf") or "offline" in r or "all requests" in r or r in ("max", "saturation"):
+        if number is not None and "offline" not in r and "all requests" not in r:
+            return "closed", number       # vllm bench serve --request-rate inf --max-concurrency N
+        cap = re.search(r"(\d+)", b)
+        if b and not (_RUNTIME_BATCH.match(b) or cap):
+            return "unknown", f"batch {batch!r} of an offline run is neither a number nor runtime-chosen"
+        return "offline", int(cap.group(1)) if cap else None
+    return "unknown", f"request_rate {rate!r} is not a static batch, a rate, a closed loop or an offline run"
+
+
+#: ShareGPT as ``vllm bench serve`` and ``sglang bench_serving`` sample it (ShareGPT_V3, first turn, the
+#: filter prompt <= 1024, prompt + output <= 2048, a Llama-3 tokenizer): mean prompt and output tokens
+#: measured in published SGLang result files (DataCrunch h200-benchmarks, sglang/outputs @ c091ef53:
+#: total_input_tokens / total_output_tokens of its three ShareGPT runs, 269081 / 226901 over 1200 prompts,
+#: 540779 / 461874 over 2400, 448102 / 383064 over 2000). The shipped sharegpt4-vllm-filter (GPT-4 answers,
+#: Llama-2 tokenizer) has means 378 and 419: its shape is kept and rescaled to these means.
+SHAREGPT_BENCH_MEANS = ((269081 + 540779 + 448102) / 5600, (226901 + 461874 + 383064) / 5600)
+
+_DATASET_SPELLINGS = {
+    "sharegpt": ("sharegpt4-vllm-filter", "ShareGPT as vllm bench serve / sglang bench_serving sample it: "
+                                          "sharegpt4-vllm-filter's shape rescaled to the published means "
+                                          f"{SHAREGPT_BENCH_MEANS[0]:.0f} prompt and {SHAREGPT_BENCH_MEANS[1]:.0f} "
+                                          "output tokens (SHAREGPT_BENCH_MEANS)", SHAREGPT_BENCH_MEANS),
+    "sharegpt-like (not restated)": ("sharegpt4-vllm-filter", "ShareGPT-like: sharegpt4-vllm-filter's shape "
+                                                              "rescaled to SHAREGPT_BENCH_MEANS",
+                                     SHAREGPT_BENCH_MEANS),
+}
+
+
+def _lengths(raw):
+    """('fixed', prompt, output) | ('uniform', (lo, hi), (lo, hi)) | ('dataset', name) | ('unknown', why)."""
+    p, o = (raw.get("prompt_len") or "").strip(), (raw.get("output_len") or "").strip()
+    if _integer(p) is not None and (_integer(o) is not None or o.lower() in ("n/a", "", "1")):
+        return "fixed", _integer(p), _integer(o) or 1
+
+    def uniform(text):
+        m = re.fullmatch(r"(?:uniform|u)\s*[\[(]?\s*(\d+)\s*(?:-|\.\.|,|to)\s*(\d+)\s*[\])]?", text.lower())
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+    if uniform(p) and uniform(o):
+        return "uniform", uniform(p), uniform(o)
+    from .workloads import dataset_names
+
+    names = {n.lower(): n for n in dataset_names()}
+    key = p.lower()
+    stated = re.search(r"mean lengths?:?\s*(\d+(?:\.\d+)?)\s*in,\s*(\d+(?:\.\d+)?)\s*out", raw.get("notes", ""))
+    means = (float(stated.group(1)), float(stated.group(2))) if stated else None
+    if key in names:
+        return "dataset", names[key], "named dataset" + (f", rescaled to the stated means {means}" if means else ""), means
+    if key in _DATASET_SPELLINGS:
+        name, why, default = _DATASET_SPELLINGS[key]
+        if means:
+            why = f"{name}'s shape rescaled to the means the row states ({means[0]:g} in, {means[1]:g} out)"
+        return "dataset", name, why, means or default
+    return "unknown", (f"request lengths not given (prompt {p!r}, output {o!r}): neither numbers, "
+                       f"uniform ranges ('uniform 1-1024') nor a dataset of servingmath.workloads")
+
+
+def _statistic(units: str, metric: str) -> tuple[str, str | None]:
+    """Which statistic a latency row reports (from its units), and the assumption if it is not stated."""
+    u = (units or "").lower()
+    for word, stat in (("p99", "p99"), ("p90", "p90"), ("p50", "p50"), ("median", "p50"), ("mean", "mean"),
+                       ("avg", "mean"), ("average", "mean")):
+        if word in u:
+            return stat, None
+    if metric.endswith("_ms"):
+        return "mean", "statistic not stated: read as the mean"
+    return "mean", None
+
+
+def _chunk_tokens(units: str) -> int:
+    m = re.search(r"(\d+)-token chunks?", (units or "").lower())
+    return int(m.group(1)) if m else 1
+
+
+# ------------------------------------------------------------------------------- engines
+
+_ENGINES = [("nim", r"\bnim\b"), ("tensorrt-llm", r"tensorrt|trt-?llm"), ("sglang", r"sglang"),
+            ("lmdeploy", r"lmdeploy|turbomind"), ("jetstream", r"jetstream"), ("vllm", r"vllm"),
+            ("tgi", r"text-generation-inference|\btgi\b"), ("fastertransformer", r"fastertransformer")]
+
+_VLLM_V1 = ("vllm-project/vllm vllm/engine/arg_utils.py @ 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b "
+            "(EngineArgs defaults: >= 70 GiB and not an A100: max_num_batched_tokens 8192 (API server) / 16384 "
+            "(LLM class), max_num_seqs 1024; else 2048 / 8192 and 256; TPU v5e 512 / 1024)")
+_VLLM_V0 = ("vllm-project/vllm vllm/config.py @ 0004438383ee731a6e44708609d175c48528a8d0 (SchedulerConfig: "
+            "without chunked prefill max_num_batched_tokens = max(max_model_len, 2048)) and "
+            "vllm/engine/arg_utils.py @ 001999d2f360c2c5da23a916510c273b1a73d06c (max_num_seqs 256 in V0)")
+_SGLANG = ("SGLang python/sglang/srt/server_args.py (chunked_prefill_size 8192 on GPUs of 25 GB and more, "
+           "2048 below; read in versions held by the search index, not pinned to the v0.3/v0.4 tags); its "
+           "scheduler admits a request only when the KV pool holds its prompt and its expected output "
+           "(new_token_ratio), modelled as a cap of KV tokens / (mean prompt + mean output) sequences; and "
+           "sgl-project/sglang benchmark/benchmark_vllm_060/README.md @ 120affb9 (mem_fraction_static 0.88 "
+           "at TP 1, 0.85 at TP 4); prefill batches run apart from decode batches (enable_mixed_chunk off)")
+_TRTLLM = ("TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (BaseLlmArgs: max_batch_size 2048, max_num_tokens 8192; "
+           "KV cache free_gpu_memory_fraction 0.9 of the memory left after the weights; capacity scheduler "
+           "GUARANTEED_NO_EVICT reserves each request's whole sequence) as stored in the search index, and "
+           "docs/source/performance/perf-overview.md @ 00f37686aa854010d68bcbd0f4ab000221541ca6")
+
+
+def _engine_of(framework: str) -> tuple[str, tuple | None]:
+    f = (framework or "").lower()
+    for name, pattern in _ENGINES:
+        if re.search(pattern, f):
+            m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", f)
+            version = tuple(int(x) for x in m.groups() if x is not None) if m else None
+            return name, version
+    return "unknown", None
+
+
+def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=None, tensor_parallel=1,
+                     max_model_len=None):
+    """The scheduler an engine runs by default: the simulator's policy, its limits and their source.
+
+    Parameters
+    ----------
+    framework : str
+        The row's ``framework`` (``"vLLM 0.6.0"``, ``"SGLang v0.3.0"``, ``"TensorRT-LLM 1.0"``...).
+    accelerator, model
+        What it runs on (vLLM's defaults depend on the GPU class).
+    offline : bool
+        True for an offline run (vLLM's ``LLM`` class / ``benchmark_throughput``), False for a server.
+    batch_cap : int, optional
+        A maximum batch the row states (``max batch 64``, JetStream's slots).
+    tensor_parallel : int
+        SGLang's memory share depends on it.
+    max_model_len : int, optional
+        The server's ``--max-model-len`` where the row states one (vLLM V0's defaults depend on
+        it); default the model's context.
+
+    Returns
+    -------
+    dict
+        ``policy`` (``"chunked"``: decodes and prompt chunks share one token budget per iteration;
+        ``"prefill-first"``: prompts prefilled in their own iterations), ``token_budget``,
+        ``max_seqs``, ``memory_fraction`` (share of each GPU for weights + KV), ``reserve``
+        (``"full"``: a request's whole sequence is reserved at admission; ``"on-demand"``),
+        ``label`` (engine, version, GPU class) and ``source`` (file and commit).
+
+    Examples
+    --------
+    >>> s = engine_scheduler("vLLM 0.11", "H100", "Llama-3.1-8B")
+    >>> s["policy"], s["token_budget"], s["max_seqs"]
+    ('chunked', 8192, 1024)
+    >>> engine_scheduler("vLLM 0.11", "A100", "Llama-3.1-8B")["token_budget"]
+    2048
+    >>> engine_scheduler("vLLM 0.6.0", "A100", "Llama-3.1-8B", max_model_len=4096)["policy"]
+    'prefill-first'
+    """
+    if not isinstance(framework, str):
+        raise TypeError(f"framework must be the engine's name and version (str), got {framework!r}")
+    acc, mod = get_accelerator(accelerator), get_model(model)
+    engine, version = _engine_of(framework)
+    context = int(max_model_len) if max_model_len else min(int(mod.max_context_len), 131072)
+    out = dict(memory_fraction=0.9, reserve="on-demand", engine=engine)
+    if engine == "vllm":
+        v1 = version is not None and version >= (0, 8)
+        if v1:
+            large = acc.memory_bytes >= 70 * GiB and "a100" not in acc.name.lower()
+            if acc.name.startswith("TPU"):
+                budget, seqs, klass = (1024 if offline else 512), 256, "TPU v5e"
+            elif large:
+                budget, seqs, klass = (16384 if offline else 8192), 1024, ">= 70 GiB, not A100"
+            else:
+                budget, seqs, klass = (8192 if offline else 2048), 256, "< 70 GiB or A100"
+            out.update(policy="chunked", token_budget=budget, max_seqs=seqs, source=_VLLM_V1,
+                       label=f"vLLM {'.'.join(map(str, version))} (V1) default for {klass}, "
+                             f"{'LLM class' if offline else 'API server'}: chunked prefill, "
+                             f"{budget} tokens per step, {seqs} sequences")
+        else:
+            budget = max(context, 2048) if context <= 32768 else 512
+            policy = "prefill-first" if context <= 32768 else "chunked"
+            out.update(policy=policy, token_budget=budget, max_seqs=256, source=_VLLM_V0,
+                       label=(f"vLLM {'.'.join(map(str, version)) if version else '(version not stated)'} "
+                              f"(V0) default: " + ("no chunked prefill, prefills of up to max(max_model_len, "
+                                                   f"2048) = {budget} tokens" if policy == "prefill-first" else
+                                                   "chunked prefill with 512 tokens per step (V0 enables it "
+                                                   "for contexts over 32K; the 512 is not verified at a "
+                                                   "commit here)") + ", 256 sequences"))
+    elif engine == "sglang":
+        budget = 8192 if acc.memory_bytes >= 25e9 else 2048
+        out.update(policy="prefill-first", token_budget=budget, max_seqs=4096, reserve="estimate",
+                   memory_fraction=0.88 if tensor_parallel < 4 else 0.85, source=_SGLANG,
+                   label=(f"SGLang{' ' + '.'.join(map(str, version)) if version else ''} default: prefill batches "
+                          f"apart from decodes, chunked_prefill_size {budget}, running requests limited by "
+                          f"the KV pool, mem_fraction_static {0.88 if tensor_parallel < 4 else 0.85}"))
+    elif engine in ("tensorrt-llm", "nim"):
+        out.update(policy="chunked", token_budget=8192, max_seqs=2048, reserve="full", source=_TRTLLM,
+                   memory_fraction="trtllm",
+                   label=(f"{'NIM (TensorRT-LLM backend)' if engine == 'nim' else 'TensorRT-LLM'} default: "
+                          "in-flight batching, max_num_tokens 8192, max_batch_size 2048, KV cache 0.9 of "
+                          "the free memory, whole sequences reserved (GUARANTEED_NO_EVICT)"))
+    elif engine == "lmdeploy":
+        out.update(policy="prefill-first", token_budget=8192, max_seqs=batch_cap or 128,
+                   source="InternLM/lmdeploy docs/en/benchmark/a100_fp16.md @ 3e391df (max batch as stated)",
+                   label=f"LMDeploy TurboMind persistent batching, max batch {batch_cap or 128} "
+                         "(prefill budget 8192 assumed)")
+    elif engine == "jetstream":
+        out.update(policy="prefill-first", token_budget=1024, max_seqs=batch_cap or 96, reserve="slots",
+                   source=("AI-Hypercomputer/jetstream-pytorch benchmarks/ results table (batch size = decode "
+                           "slots, cache length per slot)"),
+                   label=f"JetStream: {batch_cap or 96} decode slots, one prompt of up to 1024 tokens per "
+                         "prefill, a fixed cache per slot")
+    else:
+        out.update(policy="chunked", token_budget=2048, max_seqs=256, source="none: engine not recognised",
+                   label=f"engine {framework!r} not recognised: a generic chunked-prefill scheduler "
+                         "(2048 tokens per step, 256 sequences)")
+    if batch_cap is not None and engine not in ("lmdeploy", "jetstream"):
+        out["max_seqs"] = int(batch_cap)
+        out["label"] += f"; max batch {batch_cap} as stated"
+    out["max_seqs"] = int(out["max_seqs"])
+    out["token_budget"] = int(max(out["token_budget"], out["max_seqs"] if out["policy"] == "chunked" else 1))
+    return out
+
+
+def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel):
+    """The share of each GPU's memory the engine gives weights + KV cache.
+
+    ``scheduler``: :func:`engine_scheduler`'s dict. Its ``memory_fraction`` is a number (vLLM's
+    ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``) or ``"trtllm"``: TensorRT-LLM
+    gives the KV cache 90 % of the memory left after the weights (``free_gpu_memory_fraction``).
+
+    >>> s = engine_scheduler("TensorRT-LLM 1.0", "H100", "Llama-3.1-8B")
+    >>> round(engine_memory_fraction(s, "Llama-3.1-8B", "H100", "fp8", 1), 3)
+    0.91
+    """
+    if not isinstance(scheduler, dict) or "memory_fraction" not in scheduler:
+        raise TypeError(f"scheduler must be engine_scheduler()'s dict, got {scheduler!r}")
+    model, acc = get_model(model), get_accelerator(acc)
+    check_integer("tensor_parallel", tensor_parallel, minimum=1)
+    if np.ndim(tensor_parallel) != 0:
+        raise ValueError(f"tensor_parallel must be a single number, got {tensor_parallel!r}")
+    frac = scheduler["memory_fraction"]
+    if frac != "trtllm":
+        return float(frac)
+    from .memory import weight_bytes_per_gpu
+
+    w = float(weight_bytes_per_gpu(model, weight_dtype=weight_dtype, tensor_parallel=tensor_parallel))
+    return float(min(1.0, (w + 0.9 * max(acc.memory_bytes - w, 0.0)) / acc.memory_bytes))
+
+
+
+# ------------------------------------------------------------------------------- records
+
+#: CSV metric -> (kind, scale to SI, SI unit, what the step model computes for a static row).
 METRICS = {
     "ttft_ms": ("time", 1e-3, "s", "prefill"),
     "itl_ms": ("time", 1e-3, "s", "decode_step"),
@@ -163,41 +918,25 @@ METRICS = {
     "throughput_tok_s": ("throughput", 1.0, "tok/s", "static_run"),
     "throughput_tok_s_per_gpu": ("throughput", 1.0, "tok/s", "static_run"),
     "throughput_req_s": ("throughput", 1.0, "req/s", "static_run"),
+    "throughput_total_tok_s": ("throughput", 1.0, "tok/s", "static_run"),
 }
 
-#: Accelerator families that share calibrated efficiencies (same chip generation and memory type).
-FAMILIES = {
-    "A100-SXM4-40GB": "A100", "A100-SXM4-80GB": "A100", "A100-PCIe-80GB": "A100",
-    "H100-SXM5-80GB": "Hopper", "H100-PCIe-80GB": "Hopper", "H100-NVL-94GB": "Hopper",
-    "H200-SXM-141GB": "Hopper", "GH200-144GB": "Hopper",
-    "L40S": "L40S", "A10": "A10", "A10G": "A10",
-}
+#: The metric groups of the headline errors (issue 17's targets: decode/ITL, TTFT, throughput).
+METRIC_GROUPS = {"itl_ms": "decode/ITL", "tpot_ms": "decode/ITL", "ttft_ms": "TTFT", "e2e_ms": "E2E",
+                 "throughput_tok_s": "throughput", "throughput_tok_s_per_gpu": "throughput",
+                 "throughput_req_s": "throughput", "throughput_total_tok_s": "throughput"}
 
 _BASES = ("total", "per_gpu")
+_PATHS = {"prefill": "step model", "decode_step": "step model", "static_run": "step model",
+          "memory_wall": "memory wall", "simulated": "simulator"}
 
-
-def default_data_path() -> Path:
-    """The book's ``data/published-measurements.csv`` (the repository's data folder)."""
-    return _ROOT / "data" / "published-measurements.csv"
-
-
-def accelerator_family(accelerator) -> str:
-    """The family whose calibrated efficiencies an accelerator shares (``"A100"``, ``"Hopper"``...).
-
-    >>> accelerator_family("H200")
-    'Hopper'
-    """
-    acc = get_accelerator(accelerator)
-    return FAMILIES.get(acc.name, acc.name)
-
-
-# ------------------------------------------------------------------------------- records
 
 @dataclass(frozen=True)
 class _Steps:
-    """The parts (seconds at the peaks, :func:`servingmath.step.time_parts`) of every forward step of a
-    measured workload, and how many times each step counts: the step model's numbers, kept so that
-    the calibration can rescale them by MBU and MFU without recomputing them."""
+    """The parts (seconds at the peaks) of every forward step of a measured workload, and how many
+    times each step counts: the step model's numbers, kept so that the calibration can rescale
+    them by MBU and MFU without recomputing them. ``communication`` is the all-reduces' bandwidth
+    term at the full link; ``allreduces`` counts the calls (2 per layer per step when N > 1)."""
 
     weight: np.ndarray
     linear: np.ndarray
@@ -206,6 +945,42 @@ class _Steps:
     communication: np.ndarray
     layers_with_allreduce: np.ndarray
     count: np.ndarray
+    allreduces: np.ndarray
+    tensor_parallel: np.ndarray
+
+
+@dataclass(frozen=True)
+class SimulationSpec:
+    """What a simulated row runs: one replica's deployment, the engine's scheduler, the lengths and the load.
+
+    Two rows of the same run (its TTFT and its throughput) share one spec, so one simulation
+    answers both (results are cached per spec, efficiency and seed).
+    """
+
+    model: ModelConfig
+    accelerator_name: str
+    tensor_parallel: int
+    weight_dtype: str
+    kv_dtype: str
+    compute_dtype: str
+    policy: str
+    token_budget: int
+    max_seqs: int
+    memory_fraction: float
+    kv_capacity: int | None
+    workload: tuple
+    load: tuple
+    n_requests: int
+    accelerator: Accelerator = field(compare=False, hash=False, repr=False, default=None)
+
+    def describe(self) -> str:
+        kind, value = self.load
+        load = {"closed": f"{value} client{'s' if value != 1 else ''}", "poisson": f"Poisson {value:g} req/s",
+                "offline": f"{self.n_requests} requests at once"}[kind]
+        lengths = {"fixed": lambda w: f"{w[1]}->{w[2]} tok", "uniform": lambda w: f"U{w[1]}->U{w[2]} tok",
+                   "dataset": lambda w: w[1] + (" rescaled" if w[2:] != (1.0, 1.0) else "")}[self.workload[0]](
+                       self.workload)
+        return f"{load}, {lengths}, {self.policy} ({self.token_budget} tok/step, {self.max_seqs} seqs)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -217,31 +992,35 @@ class Measurement:
     row : int
         0-based index of the data row in the CSV.
     source : str
-        Short source name (:data:`SOURCES`).
+        Short source name (the title's start; :data:`SOURCES` for the book's five).
+    source_title : str
+        The CSV's ``source_title``: what identifies a source (leave-one-source-out folds).
     model : ModelConfig
     accelerator : Accelerator
-    n_gpus, tensor_parallel : int
+    n_gpus, tensor_parallel, data_parallel : int
+        GPUs in all, the tensor-parallel degree of one replica, replicas (n_gpus = TP x DP).
     weight_dtype, kv_dtype, compute_dtype : str
-        fp8 engines compute in fp8 (their peak is the fp8 one); all else in fp16/bf16.
+        Matmuls at the fp8 (fp4) peak for fp8 (fp4) weights on a part that has it, else 16-bit.
     batch_size, prompt_len, output_len : int
+        For a static row its batch and lengths; for a memory-wall row the batch the engine holds;
+        for a simulated row the concurrency (closed loop) or 0, and the mean lengths.
     metric : str
-        The CSV's metric (``"ttft_ms"``, ``"throughput_tok_s_per_gpu"``, ...).
     kind : {"time", "throughput"}
-    scenario : {"prefill", "decode_step", "static_run"}
-        What the model computes for it.
+    scenario : {"prefill", "decode_step", "static_run", "memory_wall", "simulated"}
     value : float
         The measured value in SI: seconds, tokens/s or requests/s.
     unit : str
-        ``"s"``, ``"tok/s"`` or ``"req/s"``.
     basis : {"total", "per_gpu", "ambiguous"}
-        Throughput of the whole instance or per GPU; ``"ambiguous"`` where the
-        source does not say (then :func:`predict` takes ``basis=``).
     fits : bool
-        Whether the weights and the KV cache of the whole batch at its final
-        context fit, reading the accelerator's memory generously (the sheet's
-        GB as GiB, all of it usable).
+        Whether the weights and the KV cache of the whole batch at its final context fit
+        (memory read generously: the sheet's GB as GiB, all of it usable). Simulated rows: True.
+    statistic : {"mean", "p50", "p90", "p99"}
+        The statistic a latency row reports (from its units).
     assumptions : tuple of str
         Every assumption made in turning the row into this configuration.
+    scheduler : dict or None
+        The engine scheduler of a simulated or memory-wall row (:func:`engine_scheduler`).
+    sim : SimulationSpec or None
     raw : dict
         The CSV row, unchanged.
     """
@@ -268,10 +1047,26 @@ class Measurement:
     assumptions: tuple = ()
     raw: dict = field(default_factory=dict, repr=False)
     steps: _Steps | None = field(default=None, repr=False)
+    source_title: str = ""
+    data_parallel: int = 1
+    statistic: str = "mean"
+    scheduler: dict | None = field(default=None, repr=False)
+    sim: SimulationSpec | None = field(default=None, repr=False)
+    chunk_tokens: int = 1
 
     @property
     def family(self) -> str:
         return accelerator_family(self.accelerator)
+
+    @property
+    def path(self) -> str:
+        """Which part of the library predicts the row: ``"step model"``, ``"memory wall"`` or ``"simulator"``."""
+        return _PATHS[self.scenario]
+
+    @property
+    def group(self) -> str:
+        """The metric group of the headline errors (:data:`METRIC_GROUPS`)."""
+        return METRIC_GROUPS[self.metric]
 
     @property
     def published_value(self) -> float:
@@ -282,30 +1077,41 @@ class Measurement:
         """A copy with some configuration fields changed (``model``, ``accelerator``, ``batch_size``,
         dtypes, lengths...) and its steps recomputed: to test what-ifs against the measured value.
 
+        Step-model and memory-wall rows only.
+
         >>> row = load_published_measurements().by_row(48)
         >>> round(physical_bound(row.with_changes(accelerator=get_accelerator("A100-PCIe-80GB"))) * 1e3, 2)
         6.85
         """
+        if self.scenario == "simulated":
+            raise ValueError("with_changes applies to step-model rows; a simulated row's configuration is "
+                             "its SimulationSpec (.sim)")
         allowed = {"model", "accelerator", "tensor_parallel", "weight_dtype", "kv_dtype", "compute_dtype",
                    "batch_size", "prompt_len", "output_len", "value"}
         for name in changes:
             check_choice("field", name, allowed)
         new = replace(self, **changes)
         model, acc = get_model(new.model), get_accelerator(new.accelerator)
-        steps = _steps(model, acc, new.scenario, new.batch_size, new.prompt_len, new.output_len,
+        scenario = "static_run" if new.scenario == "memory_wall" else new.scenario
+        steps = _steps(model, acc, scenario, new.batch_size, new.prompt_len, new.output_len,
                        new.weight_dtype, new.kv_dtype, new.compute_dtype, new.tensor_parallel)
         return replace(new, model=model, accelerator=acc, steps=steps)
 
     def describe(self) -> str:
-        """One line: source, model, accelerator x N, batch, lengths, metric."""
+        """One line: source, model, accelerator x N, batch or load, lengths, metric."""
         tp = f" x{self.tensor_parallel}" if self.tensor_parallel > 1 else ""
-        return (f"{self.source}: {self.model.name} {self.weight_dtype} on {self.accelerator.name}{tp}, "
+        dp = f" (DP {self.data_parallel})" if self.data_parallel > 1 else ""
+        if self.sim is not None:
+            return (f"{self.source}: {self.model.name} {self.weight_dtype} on {self.accelerator.name}{tp}{dp}, "
+                    f"{self.sim.describe()}, {self.metric} {self.statistic}")
+        return (f"{self.source}: {self.model.name} {self.weight_dtype} on {self.accelerator.name}{tp}{dp}, "
                 f"B={self.batch_size}, {self.prompt_len}->{self.output_len} tok, {self.metric}")
 
 
 @dataclass(frozen=True)
 class Unexpressible:
-    """A row the model cannot express, with the reason."""
+    """A row the model cannot express, with the reason and its category (``category`` is what
+    :meth:`PublishedData.reasons` counts)."""
 
     row: int
     source: str
@@ -314,6 +1120,7 @@ class Unexpressible:
     metric: str
     reason: str
     raw: dict = field(default_factory=dict, repr=False)
+    category: str = "other"
 
 
 @dataclass(frozen=True)
@@ -322,6 +1129,7 @@ class PublishedData:
 
     measurements: tuple
     unexpressible: tuple
+    path: str = ""
 
     def by_row(self, row: int):
         """The Measurement (or Unexpressible) made from data row ``row``."""
@@ -333,42 +1141,40 @@ class PublishedData:
     def __len__(self) -> int:
         return len(self.measurements) + len(self.unexpressible)
 
+    @property
+    def expressible_share(self) -> float:
+        """Share of the rows that became Measurements."""
+        return len(self.measurements) / len(self) if len(self) else float("nan")
+
+    def reasons(self) -> dict:
+        """Rows refused, counted by reason category (most frequent first)."""
+        return dict(Counter(u.category for u in self.unexpressible).most_common())
+
+    def by_path(self) -> dict:
+        """Expressible rows counted by the path that predicts them."""
+        return dict(Counter(m.path for m in self.measurements).most_common())
+
+    def sources(self) -> list:
+        """The distinct source titles, in order of first appearance."""
+        return list(dict.fromkeys(m.source_title for m in self.measurements + tuple(self.unexpressible)
+                                  if isinstance(m, Measurement)))
+
 
 # ------------------------------------------------------------------------------- loading
 
-def _source_key(title: str) -> str:
-    for prefix, key in SOURCES.items():
-        if title.startswith(prefix):
-            return key
-    raise ValueError(f"source_title {title!r} is not one of the known sources: {', '.join(SOURCES)}")
-
-
-def _load_model(name: str, root: Path) -> tuple[ModelConfig, str]:
-    target, note = MODEL_MAP[name]
-    if not target.endswith(".json"):
-        return get_model(target), note
-    path = root / target
-    return load_model_config(path), f"{note}: {target}"  # load_model_config reads servingmath.ffn_gated
-
-
-def _integer(text: str):
-    text = (text or "").strip()
-    return int(text) if text.isdigit() else None
-
-
-def _check_shape(model: ModelConfig, raw: dict, row: int) -> None:
-    """The CSV states each model's size and shape; they must agree with the config used."""
-    from .models import parameter_count
-
+def _check_shape(model: ModelConfig, raw: dict) -> str | None:
+    """The CSV may state each model's size and shape; a disagreement with the config is the reason."""
     stated = {"n_layers": model.n_layers, "n_kv_heads": model.n_kv_heads, "head_dim": model.head_dim}
     for column, have in stated.items():
-        if int(raw[column]) != have:
-            raise ValueError(f"row {row}: the CSV gives {column} = {raw[column]} for {raw['model']}, "
-                             f"but {model.name} has {have}")
-    params = parameter_count(model) / 1e9
-    if abs(params / float(raw["params_B"]) - 1) > 0.01:
-        raise ValueError(f"row {row}: the CSV gives {raw['params_B']} B parameters for {raw['model']}, "
-                         f"{model.name} has {params:.2f} B")
+        value = _integer(raw.get(column))
+        if value is not None and value != have:
+            return f"the CSV gives {column} = {raw[column]} for {raw['model']}, but {model.name} has {have}"
+    params = _number(raw.get("params_B"))
+    if params:
+        have = parameter_count(model) / 1e9
+        if abs(have / params - 1) > 0.01:
+            return f"the CSV gives {raw['params_B']} B parameters for {raw['model']}, {model.name} has {have:.2f} B"
+    return None
 
 
 def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp) -> _Steps:
@@ -379,8 +1185,11 @@ def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp) -> _Step
     the same at every step, and the KV and attention terms are both proportional to the context,
     so sum_j max(kv_j / u, att_j / m) = max(sum_j kv_j / u, sum_j att_j / m).
     """
+    from .step import Iteration, iteration_work
+
     keys = ("weight_memory", "linear_compute", "kv_memory", "attention_compute", "communication")
     dep = Deployment.build(model, acc, weight_dtype=wd, kv_dtype=kd, compute_dtype=cd, tensor_parallel=tp)
+    calls = float(iteration_work(dep, Iteration.decode(model, sequences=1, context_len=1)).allreduces)
     rows = []   # (parts, steps it stands for)
     if scenario in ("prefill", "static_run"):
         rows.append((prefill_step_parts(dep, prompt, batch_size=batch), 1))
@@ -394,131 +1203,456 @@ def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp) -> _Step
     arrays = [np.array([float(parts[k]) for parts, _ in rows]) for k in keys]
     count = np.array([float(n) for _, n in rows])
     layers = count * float(model.n_layers if tp > 1 else 0)
-    return _Steps(*arrays, layers, count)
+    return _Steps(*arrays, layers, count, count * calls, np.full(count.shape, float(tp)))
 
 
-def _unexpressible_reason(raw: dict) -> str | None:
-    metric = raw["metric"]
-    if metric == "mbu":
-        return ("a utilisation derived by the source, not a time or a throughput: nothing to bound "
-                "(it is compared with the calibrated MBU instead)")
-    if metric not in METRICS:
-        return f"metric {metric!r} is not one the model computes ({', '.join(METRICS)})"
-    if _integer(raw["prompt_len"]) is None or (METRICS[metric][3] != "prefill"
-                                               and _integer(raw["output_len"]) is None):
-        return (f"request lengths not given (prompt {raw['prompt_len']!r}, output {raw['output_len']!r}): "
-                "a dataset's mix of lengths under continuous batching, which the step model does not "
-                "simulate")
-    if _integer(raw["batch_size_or_concurrency"]) is None:
-        return f"batch size {raw['batch_size_or_concurrency']!r} is not a number"
-    return None
+def compute_dtype_for(weight_dtype: str, acc) -> tuple[str, str | None]:
+    """The matmul dtype for weights stored in ``weight_dtype`` on a part, and the note when it is not
+    the weights' own: fp8 (fp4) math where the part has fp8 (fp4) tensor cores, else 16-bit.
+
+    >>> compute_dtype_for("fp8", get_accelerator("H100"))[0], compute_dtype_for("fp8", get_accelerator("A100"))[0]
+    ('fp8', 'bf16')
+    """
+    acc = get_accelerator(acc)
+    if weight_dtype in ("fp16", "bf16", "fp32"):
+        return weight_dtype, None
+    if weight_dtype == "fp8" and "fp8" in acc.dense_flops:
+        return "fp8", "fp8 engine: matmuls at the fp8 peak"
+    if weight_dtype in ("nvfp4", "mxfp4") and weight_dtype in acc.dense_flops:
+        return weight_dtype, (f"{weight_dtype} weights and activations (W4A4) on {acc.name}: matmuls at the "
+                              "fp4 peak")
+    return "bf16", f"{weight_dtype} weights dequantised to bf16 for the matmuls (weight-only on {acc.name})"
 
 
-def _basis(metric: str, notes: str, n_gpus: int) -> str:
-    if metric.endswith("_per_gpu"):
+def _basis(metric: str, notes: str, units: str, n_gpus: int) -> str:
+    if metric.endswith("_per_gpu") or "/gpu" in (units or "").lower():
         return "per_gpu"
-    if metric.startswith("throughput") and n_gpus > 1 and "per-GPU vs total not restated" in notes:
+    if metric.startswith("throughput") and n_gpus > 1 and "per-GPU vs total not restated" in (notes or ""):
         return "ambiguous"
     return "total"
 
 
-def load_published_measurements(path=None, root=None) -> PublishedData:
-    """Read the published-measurements CSV into Measurements, and list the rows the model cannot express.
+def _refuse(index, raw, source, category, reason):
+    return Unexpressible(index, source, raw.get("model", ""), raw.get("hardware", ""), raw.get("metric", ""),
+                         reason, dict(raw), category)
+
+
+#: The largest runs a simulated row replays (requests): enough for steady state, small enough for a chapter.
+SIM_REQUESTS = {
+    "full": {"closed_per_client": 4, "closed_min": 60, "closed_max": 1200, "poisson_seconds": 40,
+             "poisson_min": 150, "poisson_max": 400, "offline_default": 1000, "offline_max": 6000},
+    "small": {"closed_per_client": 2, "closed_min": 40, "closed_max": 500, "poisson_seconds": 25,
+              "poisson_min": 100, "poisson_max": 150, "offline_default": 600, "offline_max": 600},
+}
+
+
+def _sim_requests(load, stated, budget="full"):
+    caps = SIM_REQUESTS[budget]
+    kind, value = load
+    if kind == "closed":
+        n = min(max(caps["closed_per_client"] * value, caps["closed_min"]), caps["closed_max"])
+    elif kind == "poisson":
+        n = min(max(int(value * caps["poisson_seconds"]), caps["poisson_min"]), caps["poisson_max"])
+    else:
+        return int(min(stated, caps["offline_max"])) if stated else caps["offline_default"]
+    return int(min(n, stated)) if stated else int(n)
+
+
+def _stated_requests(raw) -> int | None:
+    text = f"{raw.get('notes', '')} {raw.get('units', '')}"
+    m = re.search(r"(\d[\d,]*)\s+(?:[A-Za-z-]+\s+){0,2}(?:prompts|requests)\b", text)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def load_published_measurements(path=None, root=None, *, config_dir=None, accelerators=None, models=None,
+                                dtype_policy="engine-default", strict=False, simulation="full") -> PublishedData:
+    """Read any CSV in the book's schema into Measurements, and list the rows the model cannot express.
 
     Parameters
     ----------
     path : str or Path, optional
-        The CSV (default: :func:`default_data_path`).
+        The CSV (default: :func:`default_data_path`). Its columns are those of
+        ``data/published-measurements.csv``; a missing optional column is read as empty.
     root : str or Path, optional
-        Folder against which the model config files of :data:`MODEL_MAP` are
-        found (default: the repository root).
+        Kept for compatibility: the folder whose ``data/model-configs`` holds config files.
+    config_dir : str, Path or list, optional
+        Folder(s) of ``config.json`` files for models outside the catalog (``name.json`` or
+        ``name/config.json``). Default: the CSV's sibling folder ``model-configs``.
+    accelerators : dict, optional
+        Extra hardware spellings -> Accelerator or catalog name (:func:`resolve_accelerator`).
+    models : dict, optional
+        Extra model spellings -> ModelConfig or catalog name (:func:`resolve_model`).
+    dtype_policy : {"engine-default", "reject"}
+        How a row that leaves a data type unstated is read (:data:`DTYPE_POLICIES`).
+    strict : bool
+        Raise on the first row the loader cannot express (KeyError for a name, ValueError for
+        the rest) instead of listing it.
+    simulation : {"full", "small"}
+        How many requests a simulated row replays (:data:`SIM_REQUESTS`): ``"full"`` the stated
+        number (up to 6000 offline, 400 online), ``"small"`` at most 150 online and 600 offline, for
+        a chapter that must run in seconds; then an offline row's latencies over more requests than
+        that are refused (they grow with the queue of requests offered at once).
 
     Returns
     -------
     PublishedData
-        ``measurements`` (one :class:`Measurement` per expressible row) and
-        ``unexpressible`` (one :class:`Unexpressible` per other row, with the
-        reason); together they hold every row exactly once.
-
-    Raises
-    ------
-    KeyError
-        A hardware or model string that :data:`HARDWARE_MAP` or :data:`MODEL_MAP` does not map.
-    ValueError
-        A row whose stated layers, KV heads, head size or parameter count
-        disagree with the model config it maps to.
+        ``measurements`` (one :class:`Measurement` per expressible row) and ``unexpressible``
+        (one :class:`Unexpressible` per other row, with the reason and its category); together
+        they hold every row exactly once.
 
     Notes
     -----
-    fp8 rows compute in fp8 (TensorRT-LLM's ``--enable_fp8`` engines). A row
-    whose prompt plus output exceeds the model's maximum context (GPT-J at
-    2048 + 2048 tokens) is modelled with the maximum lifted to the benchmark's
-    length, an assumption recorded in ``assumptions``: the arithmetic does not
-    depend on the limit.
+    fp8 rows compute in fp8 where the part has fp8 tensor cores. A row whose prompt plus output
+    exceeds the model's maximum context is modelled with the maximum lifted to the benchmark's
+    length (recorded): the arithmetic does not depend on the limit.
 
     Examples
     --------
     >>> data = load_published_measurements()
     >>> len(data.measurements), len(data.unexpressible)
-    (129, 9)
+    (136, 2)
+    >>> data.by_path()
+    {'step model': 129, 'simulator': 7}
     """
     path = default_data_path() if path is None else Path(path)
-    root = _ROOT if root is None else Path(root)
+    check_choice("dtype_policy", dtype_policy, DTYPE_POLICIES)
+    check_choice("simulation", simulation, SIM_REQUESTS)
+    if not path.is_file():
+        raise FileNotFoundError(f"path {str(path)!r} is not a CSV file")
+    if config_dir is None:
+        config_dir = [path.parent / "model-configs"]
+        if root is not None:
+            config_dir.append(Path(root) / "data" / "model-configs")
     with path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
+    required = {"source_title", "model", "hardware", "metric", "value"}
+    if rows and not required <= set(rows[0]):
+        raise ValueError(f"{path.name} lacks the columns {', '.join(sorted(required - set(rows[0])))} of the "
+                         f"book's schema (data/published-measurements.csv)")
     measurements, skipped = [], []
-    models_cache: dict = {}
+    specs: dict = {}
     for index, raw in enumerate(rows):
-        source = _source_key(raw["source_title"])
-        reason = _unexpressible_reason(raw)
-        if reason is not None:
-            skipped.append(Unexpressible(index, source, raw["model"], raw["hardware"], raw["metric"],
-                                         reason, dict(raw)))
+        raw = {k: (v if v is not None else "") for k, v in raw.items()}
+        title = (raw.get("source_title") or "").strip()
+        source = _short_source(title) if title else "(no source)"
+        try:
+            item = _read_row(index, raw, title, source, config_dir, accelerators, models, dtype_policy, specs,
+                             simulation)
+        except _Refused as refused:
+            if strict:
+                raise (KeyError if refused.category in ("hardware", "model") else ValueError)(
+                    f"row {index}: {refused.reason}") from None
+            skipped.append(_refuse(index, raw, source, refused.category, refused.reason))
             continue
-        if raw["hardware"] not in HARDWARE_MAP:
-            raise KeyError(f"hardware {raw['hardware']!r} (row {index}) is not in HARDWARE_MAP")
-        if raw["model"] not in MODEL_MAP:
-            raise KeyError(f"model {raw['model']!r} (row {index}) is not in MODEL_MAP")
-        acc_name, acc_note = HARDWARE_MAP[raw["hardware"]]
-        acc = get_accelerator(acc_name)
-        if raw["model"] not in models_cache:
-            models_cache[raw["model"]] = _load_model(raw["model"], root)
-        model, model_note = models_cache[raw["model"]]
-        _check_shape(model, raw, index)
-        kind, scale, unit, scenario = METRICS[raw["metric"]]
-        batch = _integer(raw["batch_size_or_concurrency"])
-        prompt = _integer(raw["prompt_len"])
-        output = _integer(raw["output_len"]) if scenario != "prefill" else 1
-        output = 1 if output is None else output
-        n_gpus, tp = int(raw["n_gpus"]), int(raw["tp"])
-        wd, kd = raw["dtype_weights"], raw["dtype_kv"]
-        cd = "fp8" if wd == "fp8" else wd
-        assumptions = [f"{raw['hardware']} -> {acc.name}: {acc_note}", f"{raw['model']} -> {model.name}: "
-                       f"{model_note}"]
-        if cd == "fp8":
-            assumptions.append("fp8 engine: matmuls at the fp8 peak")
-        final = prompt + output
-        if final > model.max_context_len:
-            assumptions.append(f"{model.name}'s maximum context lifted from {model.max_context_len} to "
-                               f"{final} tokens, the benchmark's")
-            model = replace(model, max_context_len=final)
-        fit = fits(model, acc, final, batch, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
+        measurements.append(item)
+    return PublishedData(tuple(measurements), tuple(skipped), str(path.name))
+
+
+class _Refused(Exception):
+    def __init__(self, category, reason):
+        super().__init__(reason)
+        self.category, self.reason = category, reason
+
+
+def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype_policy, specs,
+              simulation="full"):
+    metric = (raw.get("metric") or "").strip()
+    if not title:
+        raise _Refused("no source", "no source_title: every row needs its source")
+    if metric == "mbu":
+        raise _Refused("utilisation", "a utilisation derived by the source, not a time or a throughput: "
+                                      "nothing to bound (it is compared with the calibrated MBU instead)")
+    if metric not in METRICS:
+        raise _Refused("metric", f"metric {metric!r} is not one the model computes ({', '.join(METRICS)})")
+    value = _number(raw.get("value"))
+    if value is None or value <= 0:
+        raise _Refused("value", f"value {raw.get('value')!r} is not a positive number")
+    try:
+        acc, acc_note = resolve_accelerator(raw.get("hardware", ""), accelerators=accelerators)
+    except KeyError as exc:
+        raise _Refused("hardware", str(exc.args[0])) from None
+    try:
+        model, model_note, implied = resolve_model(raw.get("model", ""), config_dir=config_dir, models=models)
+    except KeyError as exc:
+        raise _Refused("model", str(exc.args[0])) from None
+    except (ValueError, FileNotFoundError) as exc:
+        raise _Refused("model", f"config.json for {raw.get('model')!r} unreadable: {exc}") from None
+    shape = _check_shape(model, raw)
+    if shape:
+        raise _Refused("shape", shape)
+    try:
+        tp, dp = parse_parallelism(raw.get("tp", ""), raw.get("n_gpus", ""))
+    except ValueError as exc:
+        category = "pipeline parallel" if "pipeline" in str(exc) else "parallelism"
+        raise _Refused(category, str(exc)) from None
+    assumptions = [f"{raw['hardware']} -> {acc.name}: {acc_note}", f"{raw['model']} -> {model.name}: {model_note}"]
+    if dp > 1:
+        assumptions.append(f"{tp * dp} GPUs = TP {tp} x DP {dp}: {dp} replicas share the load")
+    # data types
+    framework = raw.get("framework", "")
+    engine, _version = _engine_of(framework)
+    try:
+        wd, w_stated = parse_dtype(raw.get("dtype_weights"))
+        kd, k_stated = parse_dtype(raw.get("dtype_kv"))
+    except ValueError as exc:
+        raise _Refused("data type", str(exc)) from None
+    if not (w_stated and k_stated):
+        if dtype_policy == "reject":
+            raise _Refused("data type unstated", "a data type is not stated (dtype_policy='reject')")
+        if not w_stated:
+            wd = implied or "bf16"
+            assumptions.append(f"dtype_weights not stated -> {wd} (dtype policy 'engine-default': "
+                               + ("the checkpoint's name says so)" if implied else "a 16-bit checkpoint)"))
+        if not k_stated:
+            if wd in ("fp16", "bf16"):
+                kd = wd
+            elif wd in ("fp8", "nvfp4", "mxfp4") and engine in ("tensorrt-llm", "nim"):
+                kd = "fp8"
+            else:
+                kd = "bf16"
+            why = {"fp8": "TensorRT-LLM/NIM FP8 and FP4 checkpoints quantise the KV cache to FP8",
+                   "bf16": "kv_cache_dtype 'auto' is the model's activation dtype"}.get(kd, "the weights' dtype")
+            assumptions.append(f"dtype_kv not stated -> {kd} (dtype policy 'engine-default': {why})")
+    if acc.name == "TPU-v5e" and wd == "fp8":
+        raise _Refused("data type", "fp8 on a TPU v5e (no fp8 units)")
+    cd, cd_note = compute_dtype_for(wd, acc)
+    acc, peak_note = with_tensor_peak(acc, cd)
+    if peak_note:
+        assumptions.append(peak_note)
+    if cd not in ("bf16", "fp16") and cd_note:
+        assumptions.append(cd_note)
+    elif cd_note:
+        assumptions.append(cd_note)
+    if ("bf16" if cd == "fp16" else cd) not in acc.dense_flops:
+        raise _Refused("tensor peak", f"{acc.name} has no published {cd} tensor peak and no stated fallback")
+    kind, scale, unit, static_scenario = METRICS[metric]
+    load_kind, load_value = _load(raw)
+    if load_kind == "unknown":
+        raise _Refused("load", load_value)
+    lengths = _lengths(raw)
+    if lengths[0] == "unknown":
+        raise _Refused("lengths", lengths[1])
+    units, notes = raw.get("units", ""), raw.get("notes", "")
+    statistic, stat_note = _statistic(units, metric)
+    chunk = _chunk_tokens(units)
+    if chunk > 1:
+        assumptions.append(f"the row times streamed chunks of {chunk} tokens: the prediction is {chunk} decode "
+                           "steps per gap")
+    basis = _basis(metric, notes, units, tp * dp)
+    n_gpus = tp * dp
+    value_si = value * scale
+    common = dict(row=index, source=source, source_title=title, model=model, accelerator=acc, n_gpus=n_gpus,
+                  tensor_parallel=tp, data_parallel=dp, weight_dtype=wd, kv_dtype=kd, compute_dtype=cd,
+                  metric=metric, kind=kind, value=value_si, unit=unit, basis=basis, raw=dict(raw),
+                  statistic=statistic, chunk_tokens=chunk)
+    # --- a static batch: the step model
+    if load_kind == "static":
+        if lengths[0] != "fixed":
+            raise _Refused("lengths", f"a static batch over {lengths[1]!r}: a static run needs fixed lengths")
+        if dp > 1:
+            raise _Refused("parallelism", "a static batch on several replicas (DP > 1) does not say how the "
+                                          "batch is split")
+        batch, prompt, output = load_value, lengths[1], lengths[2]
+        scenario = static_scenario
+        if metric == "throughput_total_tok_s":
+            raise _Refused("metric", "total-token throughput of a static run is not modelled")
+        if scenario == "prefill":
+            output = 1
+        model, lifted = _lift_context(model, prompt + output)
+        if lifted:
+            assumptions.append(lifted)
+            common["model"] = model
+        fit = fits(model, acc, prompt + output, batch, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
                    gpu_memory_utilization=1.0, memory_bytes=acc.memory_bytes * GiB / GB)
         steps = _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp)
-        measurements.append(Measurement(
-            row=index, source=source, model=model, accelerator=acc, n_gpus=n_gpus, tensor_parallel=tp,
-            weight_dtype=wd, kv_dtype=kd, compute_dtype=cd, batch_size=batch, prompt_len=prompt,
-            output_len=output, metric=raw["metric"], kind=kind, scenario=scenario,
-            value=float(raw["value"]) * scale, unit=unit, basis=_basis(raw["metric"], raw["notes"], n_gpus),
-            fits=bool(fit), assumptions=tuple(assumptions), raw=dict(raw), steps=steps))
-    return PublishedData(tuple(measurements), tuple(skipped))
+        return Measurement(batch_size=batch, prompt_len=prompt, output_len=output, scenario=scenario,
+                           fits=bool(fit), assumptions=tuple(assumptions), steps=steps, **common)
+    # --- everything else runs through an engine's scheduler
+    offline = load_kind == "offline"
+    cap = load_value if offline else None
+    if cap is not None and dp > 1:
+        if cap % dp:
+            raise _Refused("parallelism", f"a max batch of {cap} does not split evenly over {dp} replicas")
+        cap //= dp
+        assumptions.append(f"the stated batch {load_value} is {cap} per replica")
+    stated_len = re.search(r"max[_-]model[_-]len[\s=]+(\d+)", f"{framework} {raw.get('notes', '')}")
+    scheduler = engine_scheduler(framework, acc, model, offline=offline, batch_cap=cap, tensor_parallel=tp,
+                                 max_model_len=int(stated_len.group(1)) if stated_len else None)
+    if scheduler["engine"] == "unknown":
+        assumptions.append(scheduler["label"])
+    stated_n = _stated_requests(raw)
+    if offline and lengths[0] == "fixed" and kind == "throughput":
+        return _memory_wall_row(common, scheduler, lengths, stated_n, assumptions)
+    if stat_note and kind == "time":
+        assumptions.append(stat_note)
+    mean_prompt, mean_output = _mean_lengths(lengths)
+    model, lifted = _lift_context(model, _max_total(lengths))
+    if lifted:
+        assumptions.append(lifted)
+        common["model"] = model
+    load = ("closed", load_value // dp if load_kind == "closed" else 0) if load_kind == "closed" else (
+        ("poisson", load_value / dp) if load_kind == "poisson" else ("offline", 0))
+    if load_kind == "closed" and load_value % dp:
+        raise _Refused("parallelism", f"{load_value} clients do not split evenly over {dp} replicas")
+    if load_kind == "closed" and load[1] < 1:
+        raise _Refused("load", f"{load_value} clients over {dp} replicas")
+    if load_kind == "offline" and dp > 1:
+        assumptions.append(f"the {stated_n or ''} requests split evenly over {dp} replicas")
+    n = _sim_requests(load, (stated_n // dp) if stated_n else None, simulation)
+    if offline and stated_n and stated_n // dp > n:
+        if kind == "time":
+            raise _Refused("simulation budget", f"the latencies of {stated_n} requests offered at once grow with "
+                                                f"the queue; the simulation budget '{simulation}' replays {n}")
+        assumptions.append(f"simulated with {n} of the {stated_n // dp} requests per replica offered at once "
+                           "(the throughput of a shorter run)")
+    workload = lengths
+    if lengths[0] == "dataset":
+        workload = ("dataset", lengths[1]) + (_scales(lengths[1], lengths[3]) if lengths[3] else (1.0, 1.0))
+    if lengths[0] == "dataset":
+        assumptions.append(f"lengths: {lengths[2]}")
+    memory_fraction = engine_memory_fraction(scheduler, model, acc, wd, tp)
+    kv_capacity = None
+    if scheduler["reserve"] in ("full", "estimate"):
+        tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
+                                   gpu_memory_utilization=memory_fraction))
+        per_seq = mean_prompt + mean_output
+        wall = max(1, tokens // max(per_seq, 1))
+        if wall < scheduler["max_seqs"]:
+            scheduler = dict(scheduler, max_seqs=int(wall), label=scheduler["label"] + (
+                f"; admission holds {wall} sequences: KV cache {tokens:,} tokens / {per_seq} tokens per request "
+                + ("reserved whole" if scheduler["reserve"] == "full" else "expected (prompt + mean output)")))
+    if scheduler["reserve"] == "slots":
+        cache = _integer(re.search(r"cache length (\d+)", notes).group(1)) if re.search(
+            r"cache length (\d+)", notes) else 2048
+        kv_capacity = scheduler["max_seqs"] * cache
+        if _max_total(lengths) > cache:
+            raise _Refused("engine", f"requests of up to {_max_total(lengths)} tokens in a {cache}-token slot "
+                                     "cache: a rolling-window cache, not modelled")
+    spec_key = (model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
+                scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n)
+    spec = specs.get(spec_key)
+    if spec is None:
+        spec = SimulationSpec(model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
+                              scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n,
+                              accelerator=acc)
+        try:
+            _check_simulable(spec)
+        except ValueError as exc:
+            raise _Refused("simulator", str(exc)) from None
+        specs[spec_key] = spec
+    assumptions.append(f"scheduler: {scheduler['label']} [{scheduler['source']}]")
+    return Measurement(batch_size=int(load_value) if load_kind == "closed" else 0, prompt_len=mean_prompt,
+                       output_len=mean_output, scenario="simulated", fits=True, assumptions=tuple(assumptions),
+                       scheduler=scheduler, sim=spec, **common)
+
+
+def _scales(name, means):
+    from .workloads import dataset_lengths
+
+    d = dataset_lengths(name)
+    return (float(means[0]) / float(d.prompt["mean"]), float(means[1]) / float(d.output["mean"]))
+
+
+def _lift_context(model, total):
+    if total > model.max_context_len:
+        return (replace(model, max_context_len=int(total)),
+                f"{model.name}'s maximum context lifted from {model.max_context_len} to {int(total)} tokens, "
+                "the benchmark's")
+    return model, None
+
+
+def _mean_lengths(lengths):
+    if lengths[0] == "fixed":
+        return int(lengths[1]), int(lengths[2])
+    if lengths[0] == "uniform":
+        return int(round(sum(lengths[1]) / 2)), int(round(sum(lengths[2]) / 2))
+    if len(lengths) > 3 and lengths[3]:
+        return int(round(lengths[3][0])), int(round(lengths[3][1]))
+    from .workloads import dataset_lengths
+
+    d = dataset_lengths(lengths[1])
+    return int(round(d.prompt.get("mean", d.prompt.get("median", 0)) or 0)), int(round(
+        d.output.get("mean", d.output.get("median", 0)) or 0))
+
+
+def _max_total(lengths):
+    if lengths[0] == "fixed":
+        return int(lengths[1] + lengths[2])
+    if lengths[0] == "uniform":
+        return int(lengths[1][1] + lengths[2][1])
+    from .workloads import dataset_lengths
+
+    d = dataset_lengths(lengths[1])
+    if len(lengths) >= 4 and isinstance(lengths[2], float):
+        scales = (lengths[2], lengths[3])
+    elif len(lengths) >= 4 and lengths[3]:
+        scales = _scales(lengths[1], lengths[3])
+    else:
+        scales = (1.0, 1.0)
+    top = []
+    for stats, scale in zip((d.prompt, d.output), scales):
+        if "max" in stats:
+            value = stats["max"]
+        elif "uniform" in stats:
+            value = stats["uniform"][1]
+        else:
+            value = max(stats.get("quantiles", {"1": 0}).values())
+        top.append(max(1, round(value * scale)))
+    return int(sum(top))
+
+
+def _memory_wall_row(common, scheduler, lengths, stated_n, assumptions):
+    """An offline run of fixed lengths whose batch the runtime chose: the static run at the batch it holds."""
+    model, acc = common["model"], common["accelerator"]
+    tp, dp, wd, kd, cd = (common["tensor_parallel"], common["data_parallel"], common["weight_dtype"],
+                          common["kv_dtype"], common["compute_dtype"])
+    prompt, output = lengths[1], lengths[2]
+    model, lifted = _lift_context(model, prompt + output)
+    if lifted:
+        assumptions.append(lifted)
+    frac = engine_memory_fraction(scheduler, model, acc, wd, tp)
+    tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
+                               gpu_memory_utilization=frac))
+    if tokens <= 0:
+        raise _Refused("memory", f"{model.name} {wd} does not fit on {tp} x {acc.name}")
+    per_seq = prompt + output if scheduler["reserve"] == "full" else prompt + output / 2
+    wall = int(tokens // per_seq)
+    batch = min(scheduler["max_seqs"], wall, (stated_n // dp) if stated_n else scheduler["max_seqs"])
+    if batch < 1:
+        raise _Refused("memory", f"not one sequence of {prompt + output} tokens fits beside the weights")
+    limit = ("the KV cache" if batch == wall else
+             "the engine's max_num_seqs" if batch == scheduler["max_seqs"] else "the requests offered")
+    assumptions.append(
+        f"runtime-chosen batch: {batch} sequences ({limit}; KV cache {tokens:,} tokens at memory share "
+        f"{frac:.3f}, {per_seq:g} tokens per sequence {'reserved whole' if scheduler['reserve'] == 'full' else 'on average'}, "
+        f"max_num_seqs {scheduler['max_seqs']}) [{scheduler['label']}]")
+    steps = _steps(model, acc, "static_run", batch, prompt, output, wd, kd, cd, tp)
+    common = dict(common, model=model)
+    return Measurement(batch_size=batch, prompt_len=prompt, output_len=output, scenario="memory_wall",
+                       fits=True, assumptions=tuple(assumptions), steps=steps, scheduler=scheduler, **common)
+
+
+def _check_simulable(spec: SimulationSpec):
+    """Build the spec's server once (errors early, naming the reason) and check the lengths fit."""
+    server = _server(spec, PHYSICAL)
+    cap = spec.kv_capacity or server.kv_capacity()
+    top = _max_total(spec.workload)
+    if top > cap:
+        raise ValueError(f"a request of up to {top} tokens exceeds the KV cache of {cap} tokens")
+    if spec.policy == "prefill-first":
+        biggest = spec.workload[1] if spec.workload[0] == "fixed" else _max_total(spec.workload)
+        if spec.workload[0] == "uniform":
+            biggest = spec.workload[1][1]
+        if biggest > spec.token_budget and spec.workload[0] != "dataset":
+            raise ValueError(f"prompts of {biggest} tokens exceed the prefill budget of {spec.token_budget}")
+
 
 
 # ------------------------------------------------------------------------------- the model
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Calibrated efficiencies of one accelerator family.
+    """The efficiencies and fixed costs a prediction uses (one accelerator family, or a named setting).
 
     Attributes
     ----------
@@ -527,70 +1661,119 @@ class Efficiency:
     mfu : float in (0, 1]
         Model FLOP utilisation: achieved / peak FLOP/s.
     comm_per_layer : float >= 0
-        Seconds added per layer and forward step when the model is split over
-        N > 1 GPUs: the latency of its two all-reduces (the bandwidth part is
-        in the physical bound already).
+        Seconds added per layer and forward step when the model is split over N > 1 GPUs
+        (the fitted latency of its two all-reduces).
     step_overhead : float >= 0
-        Seconds added to every forward step (prefill or decode): kernel
-        launches, the scheduler, sampling, whatever does not scale with the
-        bytes and FLOPs. 0 in the book's model.
+        Seconds added to every forward step (prefill or decode).
+    allreduce_latency, allreduce_base_latency : float >= 0
+        NCCL's per-ring-step and per-call latencies (:func:`servingmath.sharding.allreduce_time`).
+    link_efficiency : float in (0, 1]
+        Share of the link bandwidth an all-reduce reaches.
     """
 
     mbu: float = 1.0
     mfu: float = 1.0
     comm_per_layer: float = 0.0
     step_overhead: float = 0.0
+    allreduce_latency: float = 0.0
+    allreduce_base_latency: float = 0.0
+    link_efficiency: float = 1.0
 
     def __post_init__(self):
         check_fraction("mbu", self.mbu)
         check_fraction("mfu", self.mfu)
-        check_nonnegative("comm_per_layer", self.comm_per_layer)
-        check_nonnegative("step_overhead", self.step_overhead)
+        check_fraction("link_efficiency", self.link_efficiency)
+        if self.mbu <= 0 or self.mfu <= 0 or self.link_efficiency <= 0:
+            raise ValueError("mbu, mfu and link_efficiency must be > 0")
+        for name in ("comm_per_layer", "step_overhead", "allreduce_latency", "allreduce_base_latency"):
+            check_nonnegative(name, getattr(self, name))
+
+    def options(self) -> dict:
+        """The deployment options that give the same step times (for the simulator)."""
+        return dict(mbu=float(self.mbu), mfu=float(self.mfu), step_overhead=float(self.step_overhead),
+                    allreduce_latency=float(self.allreduce_latency),
+                    allreduce_base_latency=float(self.allreduce_base_latency) + float(self.comm_per_layer) / 2,
+                    link_efficiency=float(self.link_efficiency))
 
 
-_PHYSICAL = Efficiency()   # the physical bound: every efficiency 1.0, no latency
+#: The physical bound: every efficiency 1.0, no latency.
+PHYSICAL = Efficiency()
+_PHYSICAL = PHYSICAL
+
+#: The fixed-guess baseline: the book's realistic setting (:data:`servingmath.settings.REALISTIC`):
+#: MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce latencies at 80 % of the link.
+BASELINE = Efficiency(mbu=REALISTIC["mbu"], mfu=REALISTIC["mfu"], step_overhead=REALISTIC["step_overhead"],
+                      allreduce_latency=REALISTIC["allreduce_latency"],
+                      allreduce_base_latency=REALISTIC["allreduce_base_latency"],
+                      link_efficiency=REALISTIC["link_efficiency"])
 
 #: The parameters :func:`calibrate` can fit, and their starting values.
 PARAMETERS = {"mbu": 0.7, "mfu": 0.5, "comm_per_layer": 10e-6, "step_overhead": 1e-3}
 
 
-def _step_times(steps: _Steps, mbu, mfu, comm_per_layer, step_overhead=0.0):
+def _step_times(steps: _Steps, e: Efficiency):
     """Hybrid overlap, as decode.decode_step_time: max(weights, matmuls) + max(KV, attention) + comm,
-    plus the latencies of the calibrated model."""
-    return (np.maximum(steps.weight / mbu, steps.linear / mfu)
-            + np.maximum(steps.kv / mbu, steps.attention / mfu)
-            + steps.communication + comm_per_layer * steps.layers_with_allreduce
-            + step_overhead * steps.count)
+    plus the latencies."""
+    n = steps.tensor_parallel
+    comm = (steps.communication / e.link_efficiency + e.comm_per_layer * steps.layers_with_allreduce
+            + np.where(n > 1, steps.allreduces * (e.allreduce_base_latency + 2 * (n - 1) * e.allreduce_latency),
+                       0.0))
+    return (np.maximum(steps.weight / e.mbu, steps.linear / e.mfu)
+            + np.maximum(steps.kv / e.mbu, steps.attention / e.mfu)
+            + comm + e.step_overhead * steps.count)
 
 
 def _work(m: Measurement) -> float:
     """What a throughput counts per run: output tokens (B x L_o) or requests (B)."""
+    if m.metric == "throughput_total_tok_s":
+        return m.batch_size * (m.prompt_len + m.output_len)
     return m.batch_size * (m.output_len if m.unit == "tok/s" else 1)
-
-
-def _to_metric(m: Measurement, seconds, basis: str):
-    """A modelled run time -> the measurement's metric (time, or throughput on its basis)."""
-    if m.kind == "time":
-        return seconds
-    per_gpu = m.basis == "per_gpu" or (m.basis == "ambiguous" and basis == "per_gpu")
-    return _work(m) / np.asarray(seconds) / (m.tensor_parallel if per_gpu else 1)
 
 
 def _check_basis(basis):
     return check_choice("basis", basis, _BASES)
 
 
-def predict(measurement: Measurement, efficiency: Efficiency | None = None, basis: str = "total") -> float:
+def _per_gpu(m, basis):
+    return m.basis == "per_gpu" or (m.basis == "ambiguous" and basis == "per_gpu")
+
+
+def _to_metric(m: Measurement, seconds, basis: str):
+    """A modelled run time -> the measurement's metric (time, or throughput on its basis)."""
+    if m.kind == "time":
+        return seconds
+    return _work(m) / np.asarray(seconds) / (m.tensor_parallel if _per_gpu(m, basis) else 1)
+
+
+def _efficiency(efficiency) -> Efficiency:
+    if efficiency is None:
+        return PHYSICAL
+    if efficiency == "realistic":
+        return BASELINE
+    if efficiency == "physical":
+        return PHYSICAL
+    if not isinstance(efficiency, Efficiency):
+        raise ValueError(f"efficiency must be an Efficiency, 'physical', 'realistic' or None, got {efficiency!r}")
+    return efficiency
+
+
+#: Seeds of a simulated prediction (their mean is the prediction; :func:`simulate_measurement`
+#: gives the spread).
+SIM_SEEDS = (0, 1, 2)
+
+
+def predict(measurement: Measurement, efficiency=None, basis: str = "total", *, seeds=None) -> float:
     """The model's value for a measurement's metric, in SI (seconds, tok/s or req/s).
 
     Parameters
     ----------
     measurement : Measurement
-    efficiency : Efficiency, optional
-        Default: all 1.0 and no communication latency, the physical bound.
+    efficiency : Efficiency, "physical", "realistic" or None
+        Default (None): the physical bound.
     basis : {"total", "per_gpu"}
-        How to read a throughput whose source does not say (``basis ==
-        "ambiguous"``); ignored for the others.
+        How to read a throughput whose source does not say (``basis == "ambiguous"``).
+    seeds : sequence of int, optional
+        Simulated rows: the seeds whose mean is returned (default :data:`SIM_SEEDS`).
 
     Examples
     --------
@@ -603,13 +1786,22 @@ def predict(measurement: Measurement, efficiency: Efficiency | None = None, basi
         raise ValueError(f"measurement must be a Measurement from load_published_measurements, "
                          f"got {type(measurement).__name__}")
     _check_basis(basis)
-    e = _PHYSICAL if efficiency is None else efficiency
-    total = float(np.sum(_step_times(measurement.steps, e.mbu, e.mfu, e.comm_per_layer, e.step_overhead)))
-    return float(_to_metric(measurement, total, basis))
+    e = _efficiency(efficiency)
+    m = measurement
+    if m.scenario == "simulated":
+        values = [_simulated_value(m, e, seed, basis) for seed in (SIM_SEEDS if seeds is None else seeds)]
+        return float(np.mean(values))
+    total = float(np.sum(_step_times(m.steps, e)))
+    if m.scenario == "memory_wall":
+        return float(_to_metric(m, total, basis) * (m.data_parallel if not _per_gpu(m, basis) else 1))
+    return float(_to_metric(m, total, basis))
 
 
 def physical_bound(measurement: Measurement, basis: str = "total") -> float:
-    """The model at efficiency 1.0: a lower bound on any time, an upper bound on any throughput."""
+    """The model at efficiency 1.0: a lower bound on a static time, an upper bound on a static throughput.
+
+    For a simulated row it is the simulation at efficiency 1.0 (queueing included: a lower bound on
+    ITL and TPOT, not strictly on a TTFT that waits for others' prefills)."""
     return predict(measurement, None, basis)
 
 
@@ -627,6 +1819,109 @@ def bound_holds(measurement: Measurement, basis: str = "total") -> bool:
     return bool(achieved_fraction(measurement, basis) <= 1.0)
 
 
+# ------------------------------------------------------------------------------- the simulator path
+
+def _server(spec: SimulationSpec, e: Efficiency):
+    from .simulate import Server
+
+    return Server(spec.model, spec.accelerator, tensor_parallel=spec.tensor_parallel,
+                  weight_dtype=spec.weight_dtype, kv_dtype=spec.kv_dtype, compute_dtype=spec.compute_dtype,
+                  gpu_memory_utilization=spec.memory_fraction, kv_capacity_tokens=spec.kv_capacity,
+                  **e.options())
+
+
+def _workload(spec: SimulationSpec, seed: int):
+    from .workloads import Uniform, Workload
+
+    kind = spec.workload[0]
+    n = spec.n_requests
+    if kind == "fixed":
+        return Workload.fixed(n, prompt_len=spec.workload[1], output_len=spec.workload[2])
+    if kind == "uniform":
+        (pl, ph), (ol, oh) = spec.workload[1], spec.workload[2]
+        return Workload.sample(n, Uniform(max(pl, 1), ph), Uniform(max(ol, 1), oh), seed=seed, name="uniform")
+    w = Workload.from_dataset(spec.workload[1], n, seed)
+    sp, so = spec.workload[2], spec.workload[3]
+    if sp == 1.0 and so == 1.0:
+        return w
+    return Workload(np.maximum(1, np.rint(w.prompt_lens * sp)).astype(int),
+                    np.maximum(1, np.rint(w.output_lens * so)).astype(int), name=f"{spec.workload[1]} (rescaled)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _simulate_metrics(spec: SimulationSpec, e: Efficiency, seed: int) -> dict:
+    """One simulated run of a spec at an efficiency and seed: the metrics benchmarks report (cached)."""
+    from . import simulate as sim
+    from .workloads import ClosedLoop, Poisson, Timestamps
+
+    server = _server(spec, e)
+    workload = _workload(spec, seed)
+    kind, value = spec.load
+    arrivals = (ClosedLoop(clients=int(value)) if kind == "closed" else Poisson(float(value)) if kind == "poisson"
+                else Timestamps(np.zeros(len(workload))))
+    if spec.policy == "chunked":
+        policy = sim.ChunkedPrefill(token_budget=spec.token_budget, max_batch_size=spec.max_seqs)
+    else:
+        policy = sim.ContinuousBatching(max_batch_size=spec.max_seqs,
+                                        max_prefill_tokens=max(spec.token_budget, int(workload.prompt_lens.max())))
+    result = sim.simulate(sim.SimulationConfig(server=server, workload=workload, arrivals=arrivals, policy=policy),
+                          seed=seed)
+    m = result.metrics()
+    out = {"request_throughput": m.request_throughput, "output_throughput": m.output_throughput,
+           "total_token_throughput": m.total_token_throughput, "duration": m.duration,
+           "mean_running": float(np.sum(result.records.e2e)) / m.duration, "preemptions": m.preemptions}
+    r = result.records
+    keep = np.ones(len(r), dtype=bool)
+    if kind == "closed" and len(r) >= 2 * int(value):
+        keep[: int(value)] = False          # the first wave, all sent at t = 0: a load generator's warm-up
+    for name, values in (("ttft", r.ttft), ("tpot", r.tpot), ("e2e", r.e2e)):
+        s = sim.Summary.of(values[keep])
+        out.update({f"{name}.mean": s.mean, f"{name}.p50": s.p50, f"{name}.p90": s.p90, f"{name}.p99": s.p99})
+    s = m.itl
+    out.update({"itl.mean": s.mean, "itl.p50": s.p50, "itl.p90": s.p90, "itl.p99": s.p99})
+    return out
+
+
+_SIM_KEYS = {"ttft_ms": "ttft", "itl_ms": "itl", "tpot_ms": "tpot", "e2e_ms": "e2e"}
+
+
+def _simulated_value(m: Measurement, e: Efficiency, seed: int, basis: str) -> float:
+    metrics = _simulate_metrics(m.sim, e, int(seed))
+    if m.kind == "time":
+        value = metrics[f"{_SIM_KEYS[m.metric]}.{m.statistic}"]
+        return float(value * (m.chunk_tokens if m.metric == "itl_ms" else 1))
+    key = {"throughput_req_s": "request_throughput", "throughput_total_tok_s": "total_token_throughput"}.get(
+        m.metric, "output_throughput")
+    total = metrics[key] * m.data_parallel
+    return float(total / (m.n_gpus if _per_gpu(m, basis) else 1))
+
+
+def simulate_measurement(measurement: Measurement, efficiency=None, *, seeds=SIM_SEEDS, basis="total") -> dict:
+    """A simulated row's prediction over several seeds: mean, the seeds' values and a 95 % interval.
+
+    The interval is mean +- t(0.975, n-1) s / sqrt(n) over the seeds (Student's t).
+
+    Returns
+    -------
+    dict
+        ``mean``, ``values`` (one per seed), ``low``, ``high`` (SI units).
+    """
+    if not isinstance(measurement, Measurement) or measurement.scenario != "simulated":
+        raise ValueError("simulate_measurement takes a simulated Measurement (path 'simulator')")
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    e = _efficiency(efficiency)
+    values = np.array([_simulated_value(measurement, e, s, basis) for s in seeds])
+    mean = float(values.mean())
+    if len(values) < 2:
+        return {"mean": mean, "values": values.tolist(), "low": mean, "high": mean}
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}.get(
+        len(values), 1.96)
+    half = t * float(values.std(ddof=1)) / math.sqrt(len(values))
+    return {"mean": mean, "values": values.tolist(), "low": mean - half, "high": mean + half}
+
+
 @deployment_function
 def static_batch_time(dep: Deployment, batch_size, prompt_len, output_len, *, comm_per_layer=0.0,
                       part="total"):
@@ -641,7 +1936,7 @@ def static_batch_time(dep: Deployment, batch_size, prompt_len, output_len, *, co
         Seconds added per layer and step when ``tensor_parallel > 1``.
     part : {"total", "prefill", "decode"}
     Deployment settings as keyword options (``mfu``, ``mbu``, ``step_overhead``: seconds
-    added to every forward step, ...).
+    added to every forward step, the all-reduce options, ``setting="realistic"``...).
 
     Returns
     -------
@@ -654,7 +1949,7 @@ def static_batch_time(dep: Deployment, batch_size, prompt_len, output_len, *, co
     j attends to the L_p + j tokens up to its own (hybrid overlap).
     Static-batch throughput is B L_o / T (divide by N for per GPU), the
     quantity TensorRT-LLM's gptSessionBenchmark and LMDeploy's
-    profile_generation report.
+    profile_generation report. Derived in the chapter "Validation".
 
     Examples
     --------
@@ -669,18 +1964,41 @@ def static_batch_time(dep: Deployment, batch_size, prompt_len, output_len, *, co
         if np.ndim(value) != 0:
             raise ValueError(f"{name} must be a single number here, got {np.shape(value)} values")
         check_integer(name, value, minimum=1)
+        if float(value) > _MAX_COUNT:
+            raise ValueError(f"{name} must be at most {_MAX_COUNT:.0e} (sequences or tokens), got {value!r}")
     if not dep.is_scalar:
         raise ValueError("static_batch_time takes scalar deployment settings")
     check_nonnegative("comm_per_layer", comm_per_layer)
     b, lp, lo, n = int(batch_size), int(prompt_len), int(output_len), int(dep.tensor_parallel)
     steps = _steps(dep.model, dep.accelerator, "static_run", b, lp, lo, dep.weight_dtype, dep.kv_dtype,
                    dep.compute_dtype, n)
-    times = _step_times(steps, float(dep.mbu), float(dep.mfu), comm_per_layer, float(dep.step_overhead))
+    ar = dep.allreduce
+    e = Efficiency(mbu=float(dep.mbu), mfu=float(dep.mfu), comm_per_layer=float(comm_per_layer),
+                   step_overhead=float(dep.step_overhead), allreduce_latency=float(ar.latency),
+                   allreduce_base_latency=float(ar.base_latency), link_efficiency=float(ar.link_efficiency))
+    times = _step_times(steps, e)
     total_prefill, total_decode = float(times[0]), float(np.sum(times[1:]))
     return {"total": total_prefill + total_decode, "prefill": total_prefill, "decode": total_decode}[part]
 
 
+
 # ------------------------------------------------------------------------------- calibration
+
+#: the most sequences or tokens a count argument may hold (beyond it, float products overflow)
+_MAX_COUNT = 10 ** 9
+
+
+def _measurement_rows(measurements, name="measurements"):
+    """``measurements`` as a list of :class:`Measurement`, or a TypeError naming ``name``."""
+    if isinstance(measurements, (str, bytes)) or not hasattr(measurements, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of Measurement rows, got {measurements!r}")
+    rows = list(measurements)
+    bad = [m for m in rows if not isinstance(m, Measurement)]
+    if bad:
+        raise TypeError(f"{name} must hold Measurement rows (load_published_measurements().measurements), "
+                        f"got {bad[0]!r}")
+    return rows
+
 
 def split_measurements(measurements, test_fraction=0.5, seed=0):
     """A seeded split into (train, test), stratified by accelerator family and metric kind.
@@ -698,6 +2016,7 @@ def split_measurements(measurements, test_fraction=0.5, seed=0):
     if float(f) >= 1.0:
         raise ValueError(f"test_fraction must be < 1 (some rows must train), got {float(f):g}")
     check_integer("seed", seed, minimum=0)
+    measurements = _measurement_rows(measurements)
     rng = np.random.default_rng(int(seed))
     groups = defaultdict(list)
     for m in measurements:
@@ -717,21 +2036,14 @@ def _stack(measurements, basis):
     steps = [m.steps for m in measurements]
     index = np.concatenate([np.full(s.weight.size, i) for i, s in enumerate(steps)])
     stacked = _Steps(*(np.concatenate([getattr(s, k) for s in steps]) for k in _Steps.__dataclass_fields__))
-    work = np.array([_work(m) if m.kind == "throughput" else np.nan for m in measurements])
-    per_gpu = np.array([m.basis == "per_gpu" or (m.basis == "ambiguous" and basis == "per_gpu")
-                        for m in measurements])
+    work = np.array([_work(m) if m.kind == "throughput" else np.nan for m in measurements], dtype=float)
+    per_gpu = np.array([_per_gpu(m, basis) for m in measurements])
     divide = np.where(per_gpu, [m.tensor_parallel for m in measurements], 1)
+    times = np.array([1 if (p or m.scenario != "memory_wall") else m.data_parallel
+                      for m, p in zip(measurements, per_gpu)])
     is_time = np.array([m.kind == "time" for m in measurements])
     measured = np.array([m.value for m in measurements])
-    return stacked, index, work / divide, is_time, measured
-
-
-def _predict_many(stacked, index, work, is_time, n, values: dict):
-    """Predictions for many rows at once; ``values`` holds Efficiency fields (missing: defaults)."""
-    seconds = np.bincount(index, weights=_step_times(
-        stacked, values.get("mbu", 1.0), values.get("mfu", 1.0), values.get("comm_per_layer", 0.0),
-        values.get("step_overhead", 0.0)), minlength=n)
-    return np.where(is_time, seconds, work / seconds)
+    return stacked, index, work * times / divide, is_time, measured
 
 
 def _nelder_mead(f, x0, scale=0.5, iterations=300, tolerance=1e-7):
@@ -779,25 +2091,40 @@ def _from_free(name, x):
     return x * x * 1e-6
 
 
-def _loss_function(names, stacked, index, work, is_time, log_measured, n):
+def _loss_function(names, stacked, index, work, is_time, log_measured, n, base=None):
     """The calibration loss, mean |ln(predicted / measured)|, as a function of the free variables.
 
-    The same arithmetic as :func:`_predict_many` with the fitted values, with the terms of the
-    latencies that are not fitted (exactly 0) left out, which leaves every sum unchanged."""
-    weight, linear, kv, attention = stacked.weight, stacked.linear, stacked.kv, stacked.attention
-    communication, layers, count = stacked.communication, stacked.layers_with_allreduce, stacked.count
-    fit_comm, fit_overhead = "comm_per_layer" in names, "step_overhead" in names
+    The same arithmetic as :func:`_step_times`, with the fitted values over ``base`` (the
+    fields not fitted: default the physical bound); the terms that do not depend on a fitted
+    value are summed once."""
+    base = PHYSICAL if base is None else base
     names = tuple(names)
+    fixed = {k: getattr(base, k) for k in Efficiency.__dataclass_fields__ if k not in names}
+    weight, linear, kv, attention = stacked.weight, stacked.linear, stacked.kv, stacked.attention
+    latency_names = {"link_efficiency", "allreduce_latency", "allreduce_base_latency"}
+    if latency_names & set(names):
+        raise ValueError("calibrate fits mbu, mfu, comm_per_layer and step_overhead; the NCCL latencies come "
+                         "from base")
+    ntp = stacked.tensor_parallel
+    constant = (stacked.communication / fixed["link_efficiency"]
+                + np.where(ntp > 1, stacked.allreduces * (fixed["allreduce_base_latency"]
+                                                          + 2 * (ntp - 1) * fixed["allreduce_latency"]), 0.0))
+    if "comm_per_layer" not in names:
+        constant = constant + fixed["comm_per_layer"] * stacked.layers_with_allreduce
+    if "step_overhead" not in names:
+        constant = constant + fixed["step_overhead"] * stacked.count
+    layers, count = stacked.layers_with_allreduce, stacked.count
+    position = {k: i for i, k in enumerate(names)}
 
     def loss(x):
-        values = dict(zip(names, (_from_free(k, v) for k, v in zip(names, x))))
-        mbu, mfu = values.get("mbu", 1.0), values.get("mfu", 1.0)
-        seconds = (np.maximum(weight / mbu, linear / mfu) + np.maximum(kv / mbu, attention / mfu)
-                   + communication)
-        if fit_comm:
-            seconds = seconds + values["comm_per_layer"] * layers
-        if fit_overhead:
-            seconds = seconds + values["step_overhead"] * count
+        values = [_from_free(k, v) for k, v in zip(names, x)]
+        mbu = values[position["mbu"]] if "mbu" in position else fixed["mbu"]
+        mfu = values[position["mfu"]] if "mfu" in position else fixed["mfu"]
+        seconds = np.maximum(weight / mbu, linear / mfu) + np.maximum(kv / mbu, attention / mfu) + constant
+        if "comm_per_layer" in position:
+            seconds = seconds + values[position["comm_per_layer"]] * layers
+        if "step_overhead" in position:
+            seconds = seconds + values[position["step_overhead"]] * count
         seconds = np.bincount(index, weights=seconds, minlength=n)
         predicted = np.where(is_time, seconds, work / seconds)
         return float(np.abs(np.log(predicted) - log_measured).sum()) / n
@@ -805,32 +2132,41 @@ def _loss_function(names, stacked, index, work, is_time, log_measured, n):
     return loss
 
 
-def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_layer")):
+def _trainable(m, basis):
+    return (isinstance(m, Measurement) and m.scenario != "simulated" and m.fits and bound_holds(m, basis))
+
+
+def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_layer"), *, base=None):
     """Fit a few efficiencies per accelerator family to measured rows.
 
     Parameters
     ----------
     measurements : sequence of Measurement
-        The training rows. Rows that beat their physical bound or whose batch
-        does not fit are left out (no efficiency <= 1 can explain them).
+        The training rows. Simulated rows, rows that beat their physical bound and rows whose
+        batch does not fit are left out (each simulated prediction is a whole simulation, too
+        slow inside a search; no efficiency <= 1 explains a beaten bound).
     basis : {"total", "per_gpu"}
         Reading of ambiguous throughputs.
     parameters : tuple of str
-        Which :class:`Efficiency` fields to fit (:data:`PARAMETERS`); the others
-        keep their defaults (1.0, or no latency). ``comm_per_layer`` is fitted
-        only for a family with a tensor-parallel training row.
+        Which :class:`Efficiency` fields to fit (:data:`PARAMETERS`); the others keep their
+        defaults (1.0, or no latency). ``comm_per_layer`` is fitted only for a family with a
+        tensor-parallel training row.
+    base : Efficiency, optional
+        Where the fields not fitted come from (default :data:`PHYSICAL`: efficiencies 1.0, no
+        latency; :data:`BASELINE` fixes NCCL's all-reduce costs and the realistic step overhead
+        and fits the rest).
 
     Returns
     -------
     dict
-        family -> :class:`Efficiency`.
+        family -> :class:`Efficiency`, for the families with training rows (others:
+        :func:`family_efficiency`).
 
     Notes
     -----
-    Minimises the mean absolute log error, mean |ln(predicted / measured)|,
-    which treats 10 % too high and 10 % too low alike and is robust to a few
-    odd rows, by a deterministic Nelder-Mead search (MBU and MFU kept in
-    (0, 1), latencies >= 0, by a change of variables).
+    Minimises the mean absolute log error, mean |ln(predicted / measured)|, which treats 10 %
+    too high and 10 % too low alike and is robust to a few odd rows, by a deterministic
+    Nelder-Mead search (MBU and MFU kept in (0, 1), latencies >= 0, by a change of variables).
 
     Examples
     --------
@@ -847,9 +2183,9 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
                          f"got {parameters!r}")
     for name in parameters:
         check_choice("parameters", name, PARAMETERS)
-    usable = [m for m in measurements if isinstance(m, Measurement) and m.fits and bound_holds(m, basis)]
+    usable = [m for m in _measurement_rows(measurements) if _trainable(m, basis)]
     if not usable:
-        raise ValueError("calibrate needs at least one Measurement that fits and respects its bound")
+        raise ValueError("calibrate needs at least one step-model Measurement that fits and respects its bound")
     families = defaultdict(list)
     for m in usable:
         families[m.family].append(m)
@@ -859,33 +2195,90 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
         names = [p for p in parameters
                  if p != "comm_per_layer" or any(m.tensor_parallel > 1 for m in rows)]
         stacked, index, work, is_time, measured = _stack(rows, basis)
-
-        loss = _loss_function(names, stacked, index, work, is_time, np.log(measured), len(rows))
+        loss = _loss_function(names, stacked, index, work, is_time, np.log(measured), len(rows), base)
         x = [_to_free(k, PARAMETERS[k]) for k in names]
-        for _ in range(2):   # restart from the best point: Nelder-Mead can stall on a flat face
-            x, _ = _nelder_mead(loss, x)
-        result[family] = Efficiency(**{k: float(_from_free(k, v)) for k, v in zip(names, x)})
+        x, best = _nelder_mead(loss, x)
+        x2, again = _nelder_mead(loss, x)      # restart from the best point: Nelder-Mead can stall on a face
+        if again < best:
+            x = x2
+        fitted = {k: float(_from_free(k, v)) for k, v in zip(names, x)}
+        result[family] = replace(PHYSICAL if base is None else base, **fitted)
     return result
 
 
-def percentage_errors(measurements, efficiencies=None, basis="total"):
+def family_efficiency(family: str, fitted: dict, fallback: Efficiency = BASELINE) -> tuple:
+    """(Efficiency, note) for a family: the fitted one, or the stated fallback (the realistic setting).
+
+    >>> e, note = family_efficiency("TPU-v5e", {})
+    >>> (e.mbu, e.mfu), note.split(":")[0]
+    ((0.75, 0.5), 'fallback')
+    """
+    if not isinstance(family, str):
+        raise TypeError(f"family must be a family's name (str), got {family!r}")
+    if not isinstance(fitted, dict):
+        raise TypeError(f"fitted must be calibrate()'s dict (family -> Efficiency), got {fitted!r}")
+    if not isinstance(fallback, Efficiency):
+        raise TypeError(f"fallback must be an Efficiency, got {fallback!r}")
+    if family in fitted:
+        return fitted[family], "fitted"
+    return fallback, "fallback: the realistic setting (no training rows for this family)"
+
+
+def calibration_table(fitted: dict, measurements=(), fallback: Efficiency = BASELINE) -> list:
+    """One row per catalog family: its accelerators, training rows and the efficiencies it will use.
+
+    Returns
+    -------
+    list of dict
+        ``family``, ``accelerators``, ``rows`` (training rows given), ``status`` (``"fitted"`` or
+        the fallback note) and ``efficiency``.
+
+    Examples
+    --------
+    >>> table = calibration_table({})              # nothing fitted: every family falls back
+    >>> [row["family"] for row in table][:3], table[0]["status"].split(":")[0]
+    (['A10', 'A100', 'Blackwell'], 'fallback')
+    """
+    if not isinstance(fitted, dict):
+        raise TypeError(f"fitted must be calibrate()'s dict (family -> Efficiency), got {fitted!r}")
+    if isinstance(measurements, (str, bytes)) or not hasattr(measurements, "__iter__"):
+        raise TypeError(f"measurements must be a sequence of Measurement rows, got {measurements!r}")
+    counts = Counter(m.family for m in measurements if isinstance(m, Measurement))
+    members = defaultdict(list)
+    for name, family in catalog_families().items():
+        members[family].append(name)
+    for family in fitted:
+        members.setdefault(family, [family])
+    table = []
+    for family in sorted(members):
+        e, status = family_efficiency(family, fitted, fallback)
+        table.append({"family": family, "accelerators": tuple(members[family]), "rows": int(counts[family]),
+                      "status": status, "efficiency": e})
+    return table
+
+
+def percentage_errors(measurements, efficiencies=None, basis="total", *, fallback=None, seeds=None):
     """Signed errors (predicted - measured) / measured of each row, as an array.
 
-    ``efficiencies``: family -> :class:`Efficiency` (from :func:`calibrate`),
-    or ``None`` for the physical bound. A family without an entry raises.
+    ``efficiencies``: family -> :class:`Efficiency` (from :func:`calibrate`), one
+    :class:`Efficiency` (or ``"realistic"``) for every row, or ``None`` for the physical bound.
+    A family without an entry raises, unless ``fallback`` is given.
     """
     _check_basis(basis)
     errors = []
-    for m in measurements:
-        if efficiencies is not None and m.family not in efficiencies:
-            raise KeyError(f"no calibrated efficiency for family {m.family!r} "
-                           f"(have: {', '.join(sorted(efficiencies))})")
-        e = None if efficiencies is None else efficiencies[m.family]
-        errors.append(predict(m, e, basis) / m.value - 1)
+    for m in _measurement_rows(measurements):
+        if isinstance(efficiencies, dict):
+            if m.family not in efficiencies and fallback is None:
+                raise KeyError(f"no calibrated efficiency for family {m.family!r} "
+                               f"(have: {', '.join(sorted(efficiencies))})")
+            e = efficiencies.get(m.family, fallback)
+        else:
+            e = efficiencies
+        errors.append(predict(m, e, basis, seeds=seeds) / m.value - 1)
     return np.array(errors, dtype=float)
 
 
-def error_summary(measurements, efficiencies=None, basis="total") -> dict:
+def error_summary(measurements, efficiencies=None, basis="total", *, fallback=None, seeds=None) -> dict:
     """Per metric: (rows, median and worst absolute percentage error, as fractions).
 
     >>> data = load_published_measurements()
@@ -893,11 +2286,227 @@ def error_summary(measurements, efficiencies=None, basis="total") -> dict:
     >>> sorted(summary)
     ['throughput_tok_s_per_gpu']
     """
-    errors = np.abs(percentage_errors(measurements, efficiencies, basis))
+    measurements = _measurement_rows(measurements)
+    errors = np.abs(percentage_errors(measurements, efficiencies, basis, fallback=fallback, seeds=seeds))
     metrics = np.array([m.metric for m in measurements])
     return {str(metric): (int(np.sum(metrics == metric)), float(np.median(errors[metrics == metric])),
-                     float(np.max(errors[metrics == metric])))
+                          float(np.max(errors[metrics == metric])))
             for metric in sorted(set(metrics))}
+
+
+# ------------------------------------------------------------------------------- leave one source out
+
+@dataclass(frozen=True, eq=False)
+class LosoResult:
+    """Leave-one-source-out predictions of every row beside the fixed-guess baseline.
+
+    Attributes
+    ----------
+    measurements : tuple of Measurement
+    loso, baseline, bound : ndarray
+        Each row's prediction (SI): calibrated on the other sources (fallback where its family
+        has no training rows elsewhere), by :data:`BASELINE`, and by the physical bound.
+    fallback : ndarray of bool
+        Rows whose family had no training rows in their fold (predicted by the fallback).
+    folds : dict
+        source title -> {family: Efficiency} fitted without that source.
+    """
+
+    measurements: tuple
+    loso: np.ndarray
+    baseline: np.ndarray
+    bound: np.ndarray
+    fallback: np.ndarray
+    folds: dict
+
+    def errors(self, which="loso") -> np.ndarray:
+        """Signed errors (predicted / measured - 1) of ``"loso"``, ``"baseline"`` or ``"bound"``."""
+        check_choice("which", which, ("loso", "baseline", "bound"))
+        measured = np.array([m.value for m in self.measurements])
+        return getattr(self, which) / measured - 1
+
+    def summary(self, by="group") -> dict:
+        """Per metric group (``by="group"``), metric (``"metric"``), path (``"path"``) or source
+        (``"source"``): rows, median |error| of LOSO and of the baseline, and the share within 15 %.
+        """
+        check_choice("by", by, ("group", "metric", "path", "source"))
+        keys = np.array([getattr(m, by) if by != "source" else m.source for m in self.measurements])
+        lo, base = np.abs(self.errors("loso")), np.abs(self.errors("baseline"))
+        out = {}
+        for key in dict.fromkeys(keys.tolist()):
+            sel = keys == key
+            out[key] = {"rows": int(sel.sum()), "loso": float(np.median(lo[sel])),
+                        "baseline": float(np.median(base[sel])),
+                        "loso_within_15": float(np.mean(lo[sel] <= 0.15)),
+                        "baseline_within_15": float(np.mean(base[sel] <= 0.15))}
+        return out
+
+
+def leave_one_source_out(measurements, *, basis="per_gpu", parameters=("mbu", "mfu", "comm_per_layer"),
+                         fallback: Efficiency = BASELINE, seeds=(0,), base=None, bound=True) -> LosoResult:
+    """Predict each source's rows from a calibration on all the other sources.
+
+    For each source title s: :func:`calibrate` on the trainable rows of the other sources
+    (step-model and memory-wall rows that fit and respect their bound), then predict every row
+    of s with its family's fitted efficiencies, or with ``fallback`` (the realistic setting) where
+    the other sources have no row of that family. Beside it, every row predicted by
+    :data:`BASELINE` and by the physical bound.
+
+    ``seeds``: seeds of the simulated rows (default one; the spread of several is
+    :func:`simulate_measurement`'s to report). ``base``: the fields :func:`calibrate` does not
+    fit. ``bound=False`` leaves the simulated rows' physical bound out (NaN), to save time.
+    """
+    _check_basis(basis)
+    ms = tuple(m for m in measurements if isinstance(m, Measurement))
+    if not ms:
+        raise ValueError("leave_one_source_out needs Measurements")
+    titles = list(dict.fromkeys(m.source_title for m in ms))
+    loso = np.empty(len(ms))
+    used_fallback = np.zeros(len(ms), dtype=bool)
+    folds = {}
+    for title in titles:
+        others = [m for m in ms if m.source_title != title and _trainable(m, basis)]
+        fitted = calibrate(others, basis=basis, parameters=parameters, base=base) if others else {}
+        folds[title] = fitted
+        for i, m in enumerate(ms):
+            if m.source_title == title:
+                e, status = family_efficiency(m.family, fitted, fallback)
+                used_fallback[i] = status != "fitted"
+                loso[i] = predict(m, e, basis, seeds=seeds)
+    baseline = np.array([predict(m, BASELINE, basis, seeds=seeds) for m in ms])
+    bound = np.array([predict(m, PHYSICAL, basis, seeds=seeds) if (bound or m.scenario != "simulated")
+                      else np.nan for m in ms])
+    return LosoResult(ms, loso, baseline, bound, used_fallback, folds)
+
+
+# ------------------------------------------------------------------------------- the realistic setting's provenance
+
+def realistic_provenance(data=None, basis="per_gpu") -> dict:
+    """The numbers :data:`servingmath.settings.REALISTIC` quotes as its provenance, recomputed.
+
+    * ``decode_fraction``: the median achieved fraction of the physical bound of the decode
+      steps (ITL, TPOT rows) at batch <= 16 that fit, and their count and sources;
+    * ``prefill_fraction``: the same of the prefills (TTFT rows) of >= 512 tokens;
+    * ``check_7b``: the fraction of the bound the realistic MBU and step overhead reproduce
+      for a 6.5 ms weight read (a 7-8B model on an A100): 6.5 / (6.5 / MBU + overhead).
+
+    Examples
+    --------
+    >>> p = realistic_provenance()
+    >>> p["decode_rows"], round(p["decode_fraction"], 2), p["prefill_rows"], round(p["prefill_fraction"], 2)
+    (12, 0.69, 19, 0.5)
+    """
+    data = load_published_measurements() if data is None else data
+    ms = data.measurements if isinstance(data, PublishedData) else tuple(data)
+    decode = [m for m in ms if m.scenario == "decode_step" and m.batch_size <= 16 and m.fits]
+    prefill = [m for m in ms if m.scenario == "prefill" and m.prompt_len >= 512]
+    t_w = 6.5e-3
+    return {
+        "decode_fraction": float(np.median([achieved_fraction(m, basis) for m in decode])),
+        "decode_rows": len(decode), "decode_sources": sorted({m.source for m in decode}),
+        "decode_accelerators": sorted({m.accelerator.name for m in decode}),
+        "prefill_fraction": float(np.median([achieved_fraction(m, basis) for m in prefill])),
+        "prefill_rows": len(prefill), "prefill_sources": sorted({m.source for m in prefill}),
+        "prefill_accelerators": sorted({m.accelerator.name for m in prefill}),
+        "check_7b": t_w / (t_w / REALISTIC["mbu"] + REALISTIC["step_overhead"]),
+    }
+
+
+# ------------------------------------------------------------------------------- continuous batching
+
+def littles_law_concurrency(output_throughput, output_len, ttft, tpot):
+    """Requests in flight implied by a benchmark's own numbers (Little's law, L = X W).
+
+    X = output tokens/s / output tokens per request (requests/s); W = E2E = TTFT + (L_o - 1) TPOT.
+    A closed loop of C clients without think time must give L = C (each client always has one
+    request in flight); L well below C means the numbers do not describe the same run.
+
+    Parameters
+    ----------
+    output_throughput : float or array
+        Output tokens per second of the whole run.
+    output_len : float or array
+        Output tokens per request (mean).
+    ttft, tpot : float or array
+        Seconds (means).
+
+    Examples
+    --------
+    >>> round(littles_law_concurrency(214.56, 1000, 0.01026, 0.00463), 2)   # 1 client: L ~ 1
+    1.0
+    """
+    x = check_positive("output_throughput", output_throughput)
+    lo = check_positive("output_len", output_len)
+    w = check_nonnegative("ttft", ttft) + (lo - 1) * check_nonnegative("tpot", tpot)
+    return scalar_or_array(x / lo * w)
+
+
+def fit_knee(x, y):
+    """The knee of a curve that turns up: the breakpoint of the best continuous two-segment line.
+
+    Fits y = a + b x for x <= k and a + b k + c (x - k) beyond (least squares, continuous at k,
+    k scanned over a fine grid between the second and the second-to-last x), and returns k with
+    the two slopes.
+
+    Returns
+    -------
+    dict
+        ``knee`` (x units), ``slope_before``, ``slope_after``, ``rss``.
+
+    Raises
+    ------
+    ValueError
+        For fewer than 4 points, or x not increasing.
+
+    Examples
+    --------
+    >>> k = fit_knee([1, 2, 4, 8, 16, 32], [1.0, 1.0, 1.0, 1.0, 9.0, 25.0])
+    >>> round(k["knee"], 1)
+    8.0
+    """
+    try:
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"fit_knee: x and y must be numbers ({error})") from None
+    if x.ndim != 1 or x.shape != y.shape or x.size < 4:
+        raise ValueError(f"fit_knee needs at least 4 (x, y) points of equal length, got {x.shape} and {y.shape}")
+    if np.any(np.diff(x) <= 0) or not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
+        raise ValueError("x must be finite and strictly increasing, y finite")
+    best = None
+    for k in np.linspace(x[1], x[-2], 400):
+        design = np.column_stack([np.ones_like(x), np.minimum(x, k), np.maximum(x - k, 0.0)])
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        rss = float(np.sum((design @ coef - y) ** 2))
+        if best is None or rss < best[0] - 1e-15:
+            best = (rss, float(k), float(coef[1]), float(coef[2]))
+    return {"knee": best[1], "slope_before": best[2], "slope_after": best[3], "rss": best[0]}
+
+
+def concurrency_sweeps(measurements) -> list:
+    """Closed-loop rows grouped into sweeps: one per (source, model, accelerator, TP, lengths, engine).
+
+    Returns
+    -------
+    list of dict
+        ``key`` (a description), ``concurrency`` (sorted), and per metric (``ttft_ms``,
+        ``tpot_ms``, ``itl_ms``, ``throughput_tok_s``...) the list of Measurements in
+        concurrency order (None where a level lacks that metric).
+    """
+    groups = defaultdict(dict)
+    for m in measurements:
+        if not isinstance(m, Measurement) or m.sim is None or m.sim.load[0] != "closed":
+            continue
+        key = (m.source, m.model.name, m.accelerator.name, m.tensor_parallel, m.sim.workload,
+               m.raw.get("framework", ""))
+        groups[key].setdefault(m.metric, {})[m.batch_size] = m
+    sweeps = []
+    for key, per_metric in groups.items():
+        levels = sorted({c for rows in per_metric.values() for c in rows})
+        if len(levels) < 2:
+            continue
+        sweeps.append({"key": f"{key[0]}: {key[1]} on {key[3]} x {key[2]}, {key[5]}", "concurrency": levels,
+                       **{metric: [rows.get(c) for c in levels] for metric, rows in per_metric.items()}})
+    return sweeps
 
 
 # ------------------------------------------------------------------------------- implied efficiency
@@ -985,6 +2594,10 @@ def implied_efficiency(dep: Deployment, measured_time, *, batch_size=1, context_
     """
     check_choice("phase", phase, _PHASES)
     t = check_positive("measured_time", measured_time)
+    for name, value in (("batch_size", batch_size), ("context_len", context_len), ("prompt_len", prompt_len)):
+        arr = check_nonnegative(name, value)
+        if arr.size and np.any(arr > _MAX_COUNT):
+            raise ValueError(f"{name} must be at most {_MAX_COUNT:.0e} (sequences or tokens), got {value!r}")
     dep = dep.replace(mfu=1.0, mbu=1.0, overlap="hybrid", step_overhead=0.0)
     if phase == "decode":
         parts = decode_step_parts(dep, batch_size, context_len)

@@ -67,6 +67,7 @@ __all__ = [
     "dataset_names",
     "dataset_lengths",
     "workload_from_dataset",
+    "PiecewisePoisson",
 ]
 
 
@@ -154,6 +155,45 @@ def _lengths(name: str, values) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def _prefixes(ids, lens, prompt):
+    """Validated (prefix_ids, prefix_lens) arrays: -1 and 0 where a request has no shared prefix."""
+    n = prompt.size
+    if ids is None and lens is None:
+        return np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    if ids is None or lens is None:
+        raise ValueError("give both prefix_ids and prefix_lens (or neither): a shared prefix has an id "
+                         "and a length in tokens")
+    i, ln = as_array("prefix_ids", ids), as_array("prefix_lens", lens)
+    for name, arr in (("prefix_ids", i), ("prefix_lens", ln)):
+        if arr.shape != prompt.shape:
+            raise ValueError(f"{name} must have one entry per request ({n}), got shape {arr.shape}")
+        if arr.size and np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must be integers, got {arr[arr != np.round(arr)].flat[0]:g}")
+    i, ln = i.astype(np.int64), ln.astype(np.int64)
+    if i.size and i.min() < -1:
+        raise ValueError(f"prefix_ids must be >= 0 (a shared prefix) or -1 (none), got {i.min()}")
+    bad = np.flatnonzero((ln < 0) | (ln > prompt))
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(f"prefix_lens must be in [0, prompt_len]: request {j} has prefix_len {ln[j]} "
+                         f"and prompt_len {prompt[j]}")
+    bad = np.flatnonzero((i < 0) & (ln != 0))
+    if bad.size:
+        raise ValueError(f"request {int(bad[0])} has no prefix (prefix_id -1) but prefix_len "
+                         f"{ln[bad[0]]}: give 0")
+    has = i >= 0
+    if has.any():
+        order = np.argsort(i[has], kind="stable")
+        sid, slen = i[has][order], ln[has][order]
+        first = np.r_[True, sid[1:] != sid[:-1]]
+        ref = slen[first][np.cumsum(first) - 1]
+        if np.any(slen != ref):
+            k = int(sid[np.flatnonzero(slen != ref)[0]])
+            raise ValueError(f"prefix id {k} has two lengths: every request of one shared prefix "
+                             f"starts with the same tokens, so give one prefix_len per id")
+    return i, ln
+
+
 # ---- the workload -----------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class Workload:
@@ -170,12 +210,23 @@ class Workload:
         Lower numbers go first; all zeros by default.
     name : str
         A label for tables and plots.
+    prefix_ids : ndarray of int
+        The shared prefix (a system prompt, a document, a few-shot preamble) each
+        request's prompt starts with: requests with the same id >= 0 begin with the
+        same ``prefix_lens`` tokens; -1 = no shared prefix (the default). A server
+        with prefix caching that holds the prefix prefills only the rest
+        (:class:`servingmath.simulate.ContinuousBatching`'s ``prefix_caching``).
+    prefix_lens : ndarray of int
+        Tokens of the shared prefix, 0 <= prefix_len <= prompt_len (0 where the id
+        is -1); the same for every request of one id.
     """
 
     prompt_lens: np.ndarray
     output_lens: np.ndarray
     priorities: np.ndarray = field(default=None)
     name: str = "custom"
+    prefix_ids: np.ndarray = field(default=None)
+    prefix_lens: np.ndarray = field(default=None)
 
     def __post_init__(self):
         prompt = _lengths("prompt_lens", self.prompt_lens)
@@ -194,7 +245,9 @@ class Workload:
                 raise ValueError(f"priorities must be small class numbers 0..7 (0 = interactive, "
                                  f"1 = batch), got {p.max():g}")
             prio = p.astype(np.int64)
-        for name, arr in [("prompt_lens", prompt), ("output_lens", output), ("priorities", prio)]:
+        ids, lens = _prefixes(self.prefix_ids, self.prefix_lens, prompt)
+        for name, arr in [("prompt_lens", prompt), ("output_lens", output), ("priorities", prio),
+                          ("prefix_ids", ids), ("prefix_lens", lens)]:
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
@@ -202,8 +255,11 @@ class Workload:
         return int(self.prompt_lens.size)
 
     def __repr__(self) -> str:
+        shared = ""
+        if self.has_prefixes:
+            shared = f", {np.unique(self.prefix_ids[self.prefix_ids >= 0]).size} shared prefixes"
         return (f"Workload({self.name!r}, {len(self)} requests, mean prompt "
-                f"{self.prompt_lens.mean():.0f} tokens, mean output {self.output_lens.mean():.0f} tokens)")
+                f"{self.prompt_lens.mean():.0f} tokens, mean output {self.output_lens.mean():.0f} tokens{shared})")
 
     @classmethod
     def fixed(cls, n_requests: int, prompt_len: int, output_len: int) -> "Workload":
@@ -257,12 +313,58 @@ class Workload:
             raise ValueError(f"batch_fraction must be in [0, 1], got {f:g}")
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5052]))
         prio = (rng.random(len(self)) < f).astype(np.int64)
-        return Workload(self.prompt_lens, self.output_lens, prio, self.name)
+        return Workload(self.prompt_lens, self.output_lens, prio, self.name, self.prefix_ids, self.prefix_lens)
 
     def head(self, n_requests: int) -> "Workload":
         """The first ``n_requests`` requests."""
         n = int(check_integer("n_requests", n_requests, minimum=1))
-        return Workload(self.prompt_lens[:n], self.output_lens[:n], self.priorities[:n], self.name)
+        return Workload(self.prompt_lens[:n], self.output_lens[:n], self.priorities[:n], self.name,
+                        self.prefix_ids[:n], self.prefix_lens[:n])
+
+    @property
+    def has_prefixes(self) -> bool:
+        """True when some request starts with a shared prefix (a ``prefix_ids`` entry >= 0)."""
+        return bool(self.prefix_ids.size and self.prefix_ids.max() >= 0)
+
+    def with_prefixes(self, prefix_ids, prefix_lens) -> "Workload":
+        """A copy whose requests start with the given shared prefixes (ids, -1 for none, and lengths).
+
+        The prompts are unchanged: the first ``prefix_lens[i]`` tokens of request i's prompt are
+        the prefix ``prefix_ids[i]``.
+        """
+        return Workload(self.prompt_lens, self.output_lens, self.priorities, self.name, prefix_ids, prefix_lens)
+
+    def with_shared_prefixes(self, n_prefixes: int, prefix_len, *, fraction: float = 1.0,
+                             zipf: float = 0.0, seed: int = 0) -> "Workload":
+        """A copy in which a ``fraction`` of the requests start with one of ``n_prefixes`` shared prefixes.
+
+        Each chosen request gets prefix k with probability proportional to
+        (k + 1)^-zipf (0: uniform; about 1: a few system prompts carry most of the
+        traffic, as in multi-tenant chat), and the prefix's ``prefix_len`` tokens are
+        put *in front of* its prompt (a system prompt or document, then the user's
+        text), so its prompt grows by that many tokens. ``prefix_len`` is one length
+        for every prefix or one per prefix. Deterministic given ``seed``.
+
+        Examples
+        --------
+        >>> w = Workload.fixed(4, 100, 10).with_shared_prefixes(3, 400, fraction=0.5, seed=0)
+        >>> w.prompt_lens.tolist(), w.prefix_ids.tolist(), w.prefix_lens.tolist()
+        ([500, 100, 500, 500], [0, -1, 2, 1], [400, 0, 400, 400])
+        """
+        k = int(check_integer("n_prefixes", n_prefixes, minimum=1))
+        lens = np.broadcast_to(as_array("prefix_len", prefix_len), (k,)).astype(float)
+        if np.any(lens < 1) or np.any(lens != np.round(lens)):
+            raise ValueError(f"prefix_len must be whole tokens >= 1, got {prefix_len!r}")
+        f = float(check_nonnegative("fraction", fraction))
+        if f > 1:
+            raise ValueError(f"fraction must be in [0, 1], got {f:g}")
+        z = float(check_nonnegative("zipf", zipf))
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5052_4546]))
+        weights = (np.arange(1, k + 1, dtype=float)) ** -z
+        chosen = rng.random(len(self)) < f
+        ids = np.where(chosen, rng.choice(k, size=len(self), p=weights / weights.sum()), -1)
+        plen = np.where(ids >= 0, lens.astype(np.int64)[np.maximum(ids, 0)], 0)
+        return Workload(self.prompt_lens + plen, self.output_lens, self.priorities, self.name, ids, plen)
 
     @classmethod
     def from_dataset(cls, name: str, n_requests: int, seed: int = 0, *, method: str = "auto") -> "Workload":
@@ -382,6 +484,107 @@ class Timestamps:
         t = t.astype(float)
         t.setflags(write=False)
         object.__setattr__(self, "times", t)
+
+
+@dataclass(frozen=True, eq=False)
+class PiecewisePoisson:
+    """Open-loop arrivals whose rate changes over time: a day with a quiet night and a busy noon.
+
+    The rate is ``rates[i]`` requests per second from ``times[i]`` to
+    ``times[i + 1]`` (and ``rates[-1]`` after the last time): a non-homogeneous
+    Poisson process with a piecewise-constant rate lambda(t), or, with
+    ``burstiness != 1``, the same gamma renewal process as :class:`Poisson` run on
+    the clock of the cumulative rate.
+
+    Attributes
+    ----------
+    times : ndarray
+        Start of each segment, seconds, increasing, ``times[0] == 0``.
+    rates : ndarray
+        Requests per second in each segment, > 0.
+    burstiness : float
+        Shape k of the gamma gaps in operational time (1 = Poisson).
+
+    Notes
+    -----
+    Arrival i happens at t_i = Lambda^-1(u_i), where Lambda(t) = int_0^t lambda is
+    piecewise linear and u_i are the arrival times of a unit-rate process
+    (cumulative sums of exponential, or gamma(k, 1/k), gaps): the time change
+    that turns a unit-rate Poisson process into one of rate lambda(t)
+    (Cinlar, *Introduction to Stochastic Processes*, 1975, ch. 4, sec. 7).
+    The expected number of arrivals by time t is Lambda(t).
+
+    Examples
+    --------
+    >>> day = PiecewisePoisson.diurnal(mean_rate=10.0, peak_to_trough=4.0, period=86400.0)
+    >>> round(day.expected_arrivals(86400.0))
+    864000
+    >>> [round(float(r), 2) for r in day.rates[[0, 12]]]     # 00:00-01:00 and 12:00-13:00 (hourly averages)
+    [4.07, 15.93]
+    """
+
+    times: np.ndarray
+    rates: np.ndarray
+    burstiness: float = 1.0
+
+    def __post_init__(self):
+        t = check_nonnegative("times", self.times)
+        r = check_positive("rates", self.rates)
+        if t.ndim != 1 or t.shape != r.shape or t.size == 0:
+            raise ValueError(f"times and rates must be 1-D of equal, non-zero length, got shapes "
+                             f"{t.shape} and {r.shape}")
+        if t[0] != 0 or np.any(np.diff(t) <= 0):
+            raise ValueError(f"times must start at 0 and increase, got {t.tolist()[:6]}")
+        Poisson(1.0, burstiness=self.burstiness)          # validates burstiness
+        for name, arr in (("times", t.astype(float)), ("rates", r.astype(float))):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @classmethod
+    def diurnal(cls, mean_rate: float, peak_to_trough: float, *, period: float = 86400.0, steps: int = 24,
+                peak_at: float = 0.5, burstiness: float = 1.0) -> "PiecewisePoisson":
+        """A sinusoidal day in ``steps`` constant pieces: mean ``mean_rate``, peak/trough ratio ``peak_to_trough``.
+
+        lambda(t) = mean (1 + a cos(2 pi (t / period - peak_at))) with
+        a = (r - 1) / (r + 1), averaged over each piece, so the mean over the day
+        is exactly ``mean_rate``; the busiest piece is the one around
+        ``peak_at x period`` (0.5: noon). The ratio is the continuous curve's; the
+        pieces' averages are a little flatter (3.92 for 4 in hourly pieces). After
+        ``period`` the last piece's rate holds.
+        """
+        m = float(check_positive("mean_rate", mean_rate))
+        ratio = float(check_positive("peak_to_trough", peak_to_trough))
+        if ratio < 1:
+            raise ValueError(f"peak_to_trough must be >= 1 (peak over trough), got {ratio:g}")
+        p = float(check_positive("period", period))
+        k = int(check_integer("steps", steps, minimum=1))
+        a = (ratio - 1) / (ratio + 1)
+        edges = np.linspace(0.0, 1.0, k + 1)
+        w = 2 * np.pi
+        # mean of cos(w (x - peak_at)) over each piece [x0, x1]
+        avg = (np.sin(w * (edges[1:] - peak_at)) - np.sin(w * (edges[:-1] - peak_at))) / (w * np.diff(edges))
+        return cls(edges[:-1] * p, m * (1 + a * avg), burstiness)
+
+    def expected_arrivals(self, t):
+        """Lambda(t) = int_0^t lambda(s) ds, the expected number of arrivals by time t (seconds)."""
+        x = check_nonnegative("t", t)
+        cum = np.concatenate([[0.0], np.cumsum(self.rates[:-1] * np.diff(self.times))])
+        seg = np.clip(np.searchsorted(self.times, x, side="right") - 1, 0, None)
+        out = cum[seg] + self.rates[seg] * (x - self.times[seg])
+        return float(out) if np.ndim(out) == 0 else out
+
+    def rate_at(self, t):
+        """lambda(t), requests per second."""
+        x = check_nonnegative("t", t)
+        out = self.rates[np.searchsorted(self.times, x, side="right") - 1]
+        return float(out) if np.ndim(out) == 0 else out
+
+    def arrival_times(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` arrival times (seconds, increasing) drawn from ``rng``."""
+        u = np.cumsum(Poisson(1.0, burstiness=self.burstiness).gaps(rng, n))
+        cum = np.concatenate([[0.0], np.cumsum(self.rates[:-1] * np.diff(self.times))])
+        seg = np.clip(np.searchsorted(cum, u, side="right") - 1, 0, None)
+        return self.times[seg] + (u - cum[seg]) / self.rates[seg]
 
 
 # ---- length distributions of named public datasets ------------------------------------------------

@@ -20,14 +20,22 @@ from ..models import get_model, kv_bytes_per_token
 from ..parallelism import (NCCL_NVLINK_ALLREDUCE, allreduce_time, per_gpu_throughput,
                            ring_allreduce_bytes, tensor_parallel_communication_time,
                            tensor_parallel_decode_time, tp_knee_batch_size, tpot_slo_batch_size)
+from ..settings import REALISTIC
 
 _alpha, _beta, _m = sp.symbols("alpha beta m", positive=True)
 _N, _F, _W, _b_w = symbolic.N, symbolic.F, symbolic.W, symbolic.b_w
 
 _LLAMA70, _H100 = "Llama-3.1-70B", "H100-SXM5-80GB"
+# NCCL's LL protocol on NVLink (tuning.cc): the one it picks for a 1 MB message on 8 GPUs
+_NCCL_LL = {"alpha": 0.6e-6, "alpha0": 6.6e-6, "bus": 141e9}
+#: the book's realistic setting (settings.REALISTIC: MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's protocols)
+_REAL = {"setting": "realistic"}
+#: the first edition's pair: the book's efficiencies with LL's latencies at 80 % of the link
+_OLD_PAIR = {"mfu": REALISTIC["mfu"], "mbu": REALISTIC["mbu"], "step_overhead": REALISTIC["step_overhead"],
+             **NCCL_NVLINK_ALLREDUCE}
+#: the realistic efficiencies with free all-reduces
+_FREE_COMM = {"setting": "realistic", "allreduce_protocol": None, "link_efficiency": 1.0}
 _70B_CLASS = (_LLAMA70, "Qwen2.5-72B")
-_NCCL = {"alpha": 0.6e-6, "alpha0": 6.6e-6}
-_REAL = {"mfu": 0.6, "mbu": 0.65, **NCCL_NVLINK_ALLREDUCE}
 
 
 def _message(p):
@@ -39,8 +47,8 @@ def _link(p):
     return get_accelerator(p["accelerator"]).interconnect_bandwidth
 
 
-def _step_comm(p, per_layer=2, latency=True, base=True, bytes_=True):
-    one = allreduce_time(_message(p) if bytes_ else 0.0, p["tp"], _link(p),
+def _step_comm(p, per_layer=2, latency=True, base=True, bytes_=True, bus=None):
+    one = allreduce_time(_message(p) if bytes_ else 0.0, p["tp"], p["bus"] if bus is None else bus,
                          latency=p["alpha"] if latency else 0.0, base_latency=p["alpha0"] if (latency and base) else 0.0)
     return per_layer * get_model(p["model"]).n_layers * one
 
@@ -102,10 +110,10 @@ QUESTIONS = [
     Question(
         "parallelism.comm_per_step",
         "All-reduce time of one decode step of {model}, batch {batch}, TP = {tp} on H100 NVLink, with NCCL's "
-        "latencies (alpha_0 = 6.6 µs per call, alpha = 0.6 µs per ring step) and 450 GB/s. (ms)",
+        "LL protocol (alpha_0 = 6.6 µs per call, alpha = 0.6 µs per ring step, bus bandwidth 141 GB/s). (ms)",
         answer=lambda p: _step_comm(p),
         unit="ms",
-        params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "tp": 8, **_NCCL},
+        params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "tp": 8, **_NCCL_LL},
         variants={"model": _70B_CLASS, "batch": (32, 64, 128), "tp": (4, 8)},
         mistakes=[
             Mistake("Each layer has two all-reduces (after attention and after the FFN), not one.",
@@ -116,6 +124,10 @@ QUESTIONS = [
                     lambda p: _step_comm(p, base=False)),
             Mistake("That is one all-reduce; a step has 2 per layer, 2 L in all.",
                     lambda p: _step_comm(p, per_layer=1) / get_model(p["model"]).n_layers),
+            Mistake("LL's latencies come with LL's bandwidth: it moves at most 141 GB/s, not the link's 450.",
+                    lambda p: _step_comm(p, bus=_link(p))),
+            Mistake("LL's latencies come with LL's bandwidth, 141 GB/s: 360 GB/s is Simple's, which has other "
+                    "latencies (8.4 + 3.4 µs per step).", lambda p: _step_comm(p, bus=0.8 * _link(p))),
         ],
     ),
     Question(
@@ -136,8 +148,8 @@ QUESTIONS = [
     ),
     Question(
         "parallelism.per_gpu_throughput",
-        "{model}, TP = {tp} on H100, batch {batch}, {context} tokens of context, realistic settings "
-        "(MFU 0.6, MBU 0.65, NCCL latencies, link efficiency 0.8): output tokens/s per GPU? (tok/s)",
+        "{model}, TP = {tp} on H100, batch {batch}, {context} tokens of context, the book's realistic setting "
+        "(MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce protocols): output tokens/s per GPU? (tok/s)",
         answer=lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"], tensor_parallel=p["tp"],
                                             **_REAL),
         unit="tok/s",
@@ -147,9 +159,13 @@ QUESTIONS = [
             Mistake("That is the whole replica's throughput, B / T; per GPU divide by N.",
                     lambda p: p["tp"] * per_gpu_throughput(p["model"], p["accelerator"], p["batch"],
                                                            p["context"], tensor_parallel=p["tp"], **_REAL)),
-            Mistake("That is the physical bound; the question asks for the realistic settings.",
+            Mistake("That is the physical bound; the question asks for the realistic setting.",
                     lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"],
                                                  tensor_parallel=p["tp"])),
+            Mistake("You paired LL's latencies with 80 % of the link; NCCL's LL moves at most 141 GB/s and "
+                    "picks a protocol for each message size (setting='realistic' does this).",
+                    lambda p: per_gpu_throughput(p["model"], p["accelerator"], p["batch"], p["context"],
+                                                 tensor_parallel=p["tp"], **_OLD_PAIR)),
             Mistake("That is one sequence's rate, 1 / TPOT.",
                     lambda p: 1 / tensor_parallel_decode_time(p["model"], p["accelerator"], p["batch"],
                                                               p["context"], tensor_parallel=p["tp"], **_REAL)),
@@ -240,9 +256,9 @@ QUESTIONS = [
     ),
     Question(
         "parallelism.slo_batch",
-        "{model}, TP = {tp} on H100, {context} tokens of context, realistic settings (MFU 0.6, MBU 0.65, NCCL "
-        "latencies, link efficiency 0.8): the largest batch whose TPOT meets {slo_ms:g} ms (memory aside)? "
-        "(a number)",
+        "{model}, TP = {tp} on H100, {context} tokens of context, the book's realistic setting (MFU 0.5, "
+        "MBU 0.75, 0.4 ms per step, NCCL's all-reduce protocols): the largest batch whose TPOT meets {slo_ms:g} ms "
+        "(memory aside)? (a number)",
         answer=lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"],
                                              tensor_parallel=p["tp"], **_REAL),
         params={"model": _LLAMA70, "accelerator": _H100, "context": 2048, "tp": 4, "slo": 0.050},
@@ -250,17 +266,22 @@ QUESTIONS = [
         derive=lambda p: {**p, "slo_ms": round(p["slo"] * 1e3, 3)},
         mistakes=[
             Mistake("That is the physical bound (MFU = MBU = 1, free all-reduces); the question asks for "
-                    "the realistic settings.",
+                    "the realistic setting.",
                     lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"], tensor_parallel=p["tp"])),
-            Mistake("You applied MFU and MBU but left the all-reduces free: their latency and bytes count too.",
-                    lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"], tensor_parallel=p["tp"],
-                                                  mfu=_REAL["mfu"], mbu=_REAL["mbu"])),
+            Mistake("You applied MFU, MBU and the overhead but left the all-reduces free: their latency and "
+                    "bytes count too.",
+                    lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"],
+                                                  tensor_parallel=p["tp"], **_FREE_COMM)),
+            Mistake("You paired LL's latencies with 80 % of the link; NCCL's LL moves at most 141 GB/s "
+                    "(setting='realistic' costs each message with the protocol NCCL picks).",
+                    lambda p: tpot_slo_batch_size(p["model"], p["accelerator"], p["context"], tpot_slo=p["slo"],
+                                                  tensor_parallel=p["tp"], **_OLD_PAIR)),
         ],
     ),
     Question(
         "parallelism.replicas_per_gpu",
-        "On one 8 x H100 node at a fixed batch of 64 sequences per replica (2048 tokens of context, realistic "
-        "settings), which gives more output tokens/s per GPU: 'two TP=4 replicas', 'one TP=8 replica' or "
+        "On one 8 x H100 node at a fixed batch of 64 sequences per replica (2048 tokens of context, the book's "
+        "realistic setting), which gives more output tokens/s per GPU: 'two TP=4 replicas', 'one TP=8 replica' or "
         "'the same'?",
         answer=lambda p: ("two TP=4 replicas" if _per_gpu_at_fixed_batch(p, 4) > 1.01 * _per_gpu_at_fixed_batch(p, 8)
                           else "one TP=8 replica" if _per_gpu_at_fixed_batch(p, 8) > 1.01 * _per_gpu_at_fixed_batch(p, 4)
@@ -269,10 +290,10 @@ QUESTIONS = [
         choices=("two TP=4 replicas", "one TP=8 replica", "the same"),
         params={"model": _LLAMA70, "accelerator": _H100, "batch": 64, "context": 2048},
         mistakes=[
-            Mistake("The TP=8 replica's step is faster (1.7x), but it uses twice the GPUs: per GPU it "
+            Mistake("The TP=8 replica's step is faster (1.6x), but it uses twice the GPUs: per GPU it "
                     "delivers less. Compare B / (N T), not B / T.", lambda p: "one TP=8 replica"),
-            Mistake("Per replica TP=8 is 1.7x faster, not 2x, because of the all-reduce latency; per GPU the "
-                    "two TP=4 replicas win.", lambda p: "the same"),
+            Mistake("Per replica TP=8 is 1.6x faster, not 2x, because of the all-reduces and the overhead; per "
+                    "GPU the two TP=4 replicas win.", lambda p: "the same"),
         ],
     ),
 ]

@@ -13,9 +13,11 @@ import sympy as sp
 from ..question import Mistake, Question
 from ..prefill import prefill_time
 from ..queueing import (
+    kingman_mean_wait,
     littles_law,
     md1_max_arrival_rate,
     md1_mean_wait,
+    md1_wait_quantile,
     mm1_max_arrival_rate,
     mm1_mean_sojourn,
     mm1_mean_wait,
@@ -27,7 +29,8 @@ from ..queueing import (
 from ..symbolic import lam
 from ._variants import GQA_8B_CLASS
 
-_s, _C, _t_p, _T = sp.symbols("s C t_p T", positive=True)
+# the book's notation: s mean service, C_s its coefficient of variation, t_p a prefill, tau_1 a TTFT target
+_s, _C, _t_p, _T = sp.symbols("s C_s t_p tau_1", positive=True)
 _PREFILL = {"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "prompt_len": 2048}
 
 
@@ -50,7 +53,7 @@ QUESTIONS = [
         kind="choice",
         choices=("exponentially", "hyperbolically", "linearly", "quadratically"),
         mistakes=[
-            Mistake("Not exponentially: W_q = rho s (1 + C^2) / (2 (1 - rho)) grows like 1 / (1 - rho), a "
+            Mistake("Not exponentially: W_q = rho s (1 + C_s^2) / (2 (1 - rho)) grows like 1 / (1 - rho), a "
                     "hyperbola with a pole at rho = 1. An exponential in rho would stay finite at rho = 1 and "
                     "grow by the same factor for every step of load.", lambda p: "exponentially"),
             Mistake("Linear growth is what a closed-loop benchmark shows against its number of clients "
@@ -127,16 +130,16 @@ QUESTIONS = [
     Question(
         "queueing.slo_rate_formula",
         "A prefill server is an M/D/1 queue with prefill time t_p. Derive the Poisson arrival rate lambda "
-        "at which the mean TTFT (wait + prefill) equals a target T. (sympy expression in t_p and T)",
+        "at which the mean TTFT (wait + prefill) equals a target tau_1. (sympy expression in t_p and tau_1)",
         answer=lambda p: 2 * (_T - _t_p) / (_t_p * (2 * _T - _t_p)),
         kind="symbolic",
-        symbols={"t_p": _t_p, "T": _T},
+        symbols={"t_p": _t_p, "tau_1": _T},
         mistakes=[
-            Mistake("That is the M/M/1 answer, 1/t_p - 1/T: you forgot the factor 1/2 of the M/D/1 wait "
+            Mistake("That is the M/M/1 answer, 1/t_p - 1/tau_1: you forgot the factor 1/2 of the M/D/1 wait "
                     "(constant prefill times wait half as long).", lambda p: 1 / _t_p - 1 / _T),
-            Mistake("You set the wait alone equal to T: TTFT = t_p + W_q, so solve t_p + W_q = T.",
+            Mistake("You set the wait alone equal to tau_1: TTFT = t_p + W_q, so solve t_p + W_q = tau_1.",
                     lambda p: 2 * _T / (_t_p * (_t_p + 2 * _T))),
-            Mistake("That is the capacity 1/t_p, where the mean TTFT is infinite, not T.",
+            Mistake("That is the capacity 1/t_p, where the mean TTFT is infinite, not tau_1.",
                     lambda p: 1 / _t_p),
         ],
         chapter="queueing", difficulty="medium",
@@ -144,46 +147,46 @@ QUESTIONS = [
     Question(
         "queueing.pk_formula",
         "Write the mean wait in the queue of an M/G/1 queue in terms of the arrival rate lambda, the mean "
-        "service time s and the coefficient of variation C = std / mean of the service time. (sympy "
-        "expression in lambda, s, C)",
+        "service time s and the coefficient of variation C_s = std / mean of the service time. (sympy "
+        "expression in lambda, s, C_s)",
         answer=lambda p: lam * _s**2 * (1 + _C**2) / (2 * (1 - lam * _s)),
         kind="symbolic",
-        symbols={"lam": lam, "s": _s, "C": _C},
+        symbols={"lam": lam, "s": _s, "C_s": _C},
         mistakes=[
-            Mistake("You forgot the factor 1/2: the residual service a newcomer finds is lambda E[S^2] / 2.",
+            Mistake("You forgot the factor 1/2: the residual service a newcomer finds is lambda E[s^2] / 2.",
                     lambda p: lam * _s**2 * (1 + _C**2) / (1 - lam * _s)),
             Mistake("The denominator is the idle fraction 1 - rho = 1 - lambda s, not rho.",
                     lambda p: lam * _s**2 * (1 + _C**2) / (2 * lam * _s)),
-            Mistake("That is the M/D/1 wait: variable service times add E[S^2] = s^2 (1 + C^2).",
+            Mistake("That is the M/D/1 wait: variable service times add E[s^2] = s^2 (1 + C_s^2).",
                     lambda p: lam * _s**2 / (2 * (1 - lam * _s))),
-            Mistake("E[S^2] = s^2 + sigma^2 = s^2 (1 + C^2): the coefficient of variation enters squared.",
+            Mistake("E[s^2] = s^2 + sigma^2 = s^2 (1 + C_s^2): the coefficient of variation enters squared.",
                     lambda p: lam * _s**2 * (1 + _C) / (2 * (1 - lam * _s))),
         ],
         chapter="queueing", difficulty="medium",
     ),
     Question(
         "queueing.slo_rate",
-        "{model} on one {accelerator} prefills {prompt_len}-token prompts one at a time with kernels at "
-        "{mfu_pct:g} % MFU. What is the largest Poisson request rate at which the mean TTFT (M/D/1, DistServe's "
-        "model) stays within {slo_ms:g} ms? (req/s)",
+        "{model} on one {accelerator} prefills {prompt_len}-token prompts one at a time, at the book's "
+        "realistic setting (MFU 0.5, MBU 0.75, 0.4 ms per step). What is the largest Poisson request rate at "
+        "which the mean TTFT (M/D/1, DistServe's model) stays within {slo_ms:g} ms? (req/s)",
         answer=lambda p: prefill_max_arrival_rate(p["ttft_slo"], p["model"], p["accelerator"], p["prompt_len"],
-                                                  mfu=p["mfu"]),
+                                                  setting=p["setting"]),
         unit="req/s",
-        params={**_PREFILL, "ttft_slo": 0.150, "mfu": 0.5},
-        variants={"model": ("Llama-3.1-8B", "Qwen2.5-7B"), "ttft_slo": (0.15, 0.2, 0.3), "mfu": (0.4, 0.5, 0.6)},
-        derive=lambda p: {**p, "mfu_pct": round(p["mfu"] * 100, 3), "slo_ms": round(p["ttft_slo"] * 1e3, 3)},
+        params={**_PREFILL, "ttft_slo": 0.150, "setting": "realistic"},
+        variants={"model": ("Llama-3.1-8B", "Qwen2.5-7B"), "ttft_slo": (0.15, 0.2, 0.3)},
+        derive=lambda p: {**p, "slo_ms": round(p["ttft_slo"] * 1e3, 3)},
         mistakes=[
-            Mistake("That is the physical bound (MFU 1): at an MFU below 1 every prefill takes 1 / MFU times "
-                    "as long.",
+            Mistake("That is the physical bound (MFU 1): at the realistic setting every prefill takes about "
+                    "twice as long.",
                     lambda p: prefill_max_arrival_rate(p["ttft_slo"], p["model"], p["accelerator"],
                                                        p["prompt_len"])),
-            Mistake("That is the capacity 1/D, where the queue (and the TTFT) grows without bound.",
-                    lambda p: 1 / _d(p, mfu=p["mfu"])),
-            Mistake("That is the M/M/1 answer, 1/D - 1/T: equal prompts wait half as long (M/D/1).",
-                    lambda p: mm1_max_arrival_rate(_d(p, mfu=p["mfu"]), p["ttft_slo"])),
-            Mistake("You let the wait alone reach the target: TTFT = D + W_q, so the wait may only take "
-                    "T - D.", lambda p: md1_max_arrival_rate(_d(p, mfu=p["mfu"]),
-                                                             p["ttft_slo"] + _d(p, mfu=p["mfu"]))),
+            Mistake("That is the capacity 1/t_p, where the queue (and the TTFT) grows without bound.",
+                    lambda p: 1 / _d(p, setting=p["setting"])),
+            Mistake("That is the M/M/1 answer, 1/t_p - 1/tau_1: equal prompts wait half as long (M/D/1).",
+                    lambda p: mm1_max_arrival_rate(_d(p, setting=p["setting"]), p["ttft_slo"])),
+            Mistake("You let the wait alone reach the target: TTFT = t_p + W_q, so the wait may only take "
+                    "tau_1 - t_p.", lambda p: md1_max_arrival_rate(_d(p, setting=p["setting"]),
+                                                                   p["ttft_slo"] + _d(p, setting=p["setting"]))),
         ],
         chapter="queueing", difficulty="medium",
     ),
@@ -262,5 +265,48 @@ QUESTIONS = [
                     lambda p: "one service time"),
         ],
         chapter="queueing", difficulty="easy",
+    ),
+    Question(
+        "queueing.md1_p99_ttft",
+        "Llama-3.1-8B in bf16 on one H100-SXM5-80GB prefills 2048-token prompts one at a time (physical "
+        "bound). Requests arrive as a Poisson stream at 28 req/s. What is the P99 of the TTFT, exactly "
+        "(Erlang's M/D/1 waiting-time distribution)? (ms)",
+        answer=lambda p: md1_wait_quantile(p["rate"], _d(p), 0.99) + _d(p),
+        unit="ms",
+        rel_tol=0.01,
+        params={**_PREFILL, "rate": 28.0},
+        mistakes=[
+            Mistake("That is the mean TTFT; the P99 is several times it (the wait's tail is long).",
+                    lambda p: prefill_mean_ttft(p["rate"], p["model"], p["accelerator"], p["prompt_len"])),
+            Mistake("That is the P99 of the wait alone: the TTFT adds the request's own prefill t_p.",
+                    lambda p: md1_wait_quantile(p["rate"], _d(p), 0.99)),
+            Mistake("That is an M/M/1 tail (exponential service at the same mean): equal prompts make a "
+                    "shorter tail, Erlang's formula.",
+                    lambda p: mm1_wait_quantile(p["rate"], _d(p), 0.99) + _d(p)),
+            Mistake("ln(100) x the mean TTFT is the M/M/1 rule for the time in the system; the M/D/1 "
+                    "tail is not exponential from zero.",
+                    lambda p: math.log(100) * prefill_mean_ttft(p["rate"], p["model"], p["accelerator"],
+                                                                p["prompt_len"])),
+        ],
+        chapter="queueing", difficulty="medium",
+    ),
+    Question(
+        "queueing.kingman_bursty",
+        "The same prefill server (2048-token prompts, physical bound, one at a time) is benchmarked with "
+        "`vllm bench serve --request-rate 24 --burstiness 0.25`: gamma gaps of shape 0.25. Estimate the mean "
+        "wait in the queue with Kingman's formula. (ms)",
+        answer=lambda p: kingman_mean_wait(p["rate"], _d(p), 1.0 / p["burstiness"], 0.0),
+        unit="ms",
+        params={**_PREFILL, "rate": 24.0, "burstiness": 0.25},
+        mistakes=[
+            Mistake("That is the Poisson (M/D/1) wait: burstiness 0.25 makes the gaps' squared coefficient "
+                    "of variation 1/0.25 = 4, not 1.", lambda p: md1_mean_wait(p["rate"], _d(p))),
+            Mistake("C_a^2 is 1 / burstiness (gamma gaps of shape k have variance 1/k in units of the mean "
+                    "squared), not the burstiness itself.",
+                    lambda p: kingman_mean_wait(p["rate"], _d(p), p["burstiness"], 0.0)),
+            Mistake("Equal prompts take a constant time: C_s^2 = 0, not 1 (that would be exponential service).",
+                    lambda p: kingman_mean_wait(p["rate"], _d(p), 1.0 / p["burstiness"], 1.0)),
+        ],
+        chapter="queueing", difficulty="medium",
     ),
 ]

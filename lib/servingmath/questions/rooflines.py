@@ -16,7 +16,7 @@ from ..roofline import (critical_batch_size, decode_attention_intensity, matmul_
                         prefill_attention_intensity, ridge_point, time_lower_bound,
                         time_upper_bound)
 from ..symbolic import B, D, F, F_ffn, H, K, W, b_a, b_kv, b_w
-from ._variants import GPUS_BIG, GPUS_FP8, GQA_8B_CLASS, named
+from ._variants import GPUS_BIG, GPUS_FP8, GQA_8B_CLASS, GQA_8B_LARGE_VOCAB, named
 
 __all__ = ["QUESTIONS"]
 
@@ -243,7 +243,7 @@ QUESTIONS = [
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "batch_size": 64,
                 "context_len": 2048},
-        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+        variants={"model": GQA_8B_LARGE_VOCAB, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
                   "batch_size": (32, 64, 128), "context_len": (1024, 2048, 4096)},
         derive=named(gpu="accelerator"),
         mistakes=[

@@ -3,19 +3,29 @@
 Describe the system declaratively, run it with a seed, read per-request
 records (the shape of Ciw's API):
 
-* a :class:`Server` (model, accelerator, efficiencies; or a toy
-  :class:`LinearStepTimes`), a :class:`~servingmath.workloads.Workload`
-  (prompt and output lengths, priority classes), an arrival process
+* a :class:`Server` (model, accelerator, efficiencies, ``pipeline_parallel``
+  stages; or a toy :class:`LinearStepTimes`), a :class:`~servingmath.workloads.Workload`
+  (prompt and output lengths, priority classes, shared-prefix ids), an arrival process
   (:class:`Poisson`, with gamma gaps when ``burstiness != 1`` as ``vllm bench
-  serve --burstiness`` draws them; :class:`ClosedLoop`, :class:`Timestamps`), a scheduling
+  serve --burstiness`` draws them; :class:`PiecewisePoisson` for a rate that changes
+  over the day; :class:`ClosedLoop`, :class:`Timestamps`), a scheduling
   policy (:class:`ContinuousBatching`, :class:`ChunkedPrefill`,
   :class:`StaticBatching`, :class:`Disaggregated`) and optionally
-  :class:`Speculative` decoding, gathered in a :class:`SimulationConfig`;
+  :class:`Speculative` decoding (or :class:`SpeculativeByLoad`, switched by
+  load), gathered in a :class:`SimulationConfig`;
+* or a fleet: :class:`Replica` s behind a router (:class:`Random`,
+  :class:`RoundRobin`, :class:`LeastLoaded`, :class:`PrefixAffinity`,
+  :class:`CentralQueue`), optionally autoscaled, in a :class:`FleetConfig`
+  (:mod:`.fleet`);
 * :func:`simulate` returns a :class:`SimulationResult`: ``.records`` (one row
-  per request: arrival, first admission, first token, finish),
+  per request: arrival, first admission, first token, finish, the replica that
+  served it, the prompt tokens found in the prefix cache),
   ``.token_times(i)``, ``.metrics()`` (TTFT, TPOT, ITL, E2E: mean, P50, P90,
   P95, P99; throughput), ``.slo_attainment(...)``, ``.goodput(...)`` and
-  ``.timeseries()`` (batch size and KV occupancy over time);
+  ``.timeseries()`` (batch size and KV occupancy over time); for fleets
+  ``.replica_metrics(k)``, ``.requests_per_replica()``, ``.replica_timeline()``
+  (autoscaling and replica-seconds), ``.prefix_hit_rate()``,
+  ``.speculation_switches()``, ``.stage_utilisation()`` (pipelines);
 * :func:`max_goodput_rate` searches DistServe's goodput.
 
 Iteration times come from :mod:`.steptimes` (the library's
@@ -23,7 +33,8 @@ Iteration times come from :mod:`.steptimes` (the library's
 :func:`~servingmath.prefill.prefill_step_parts`, one formula for prefill,
 decode and mixed iterations). The event loop is :mod:`.engine`; one instance's
 queue, batch and closed-form runs of decode steps are :mod:`.instance`; the
-scheduling policies are :mod:`.policies`; the metric definitions (vLLM's)
+scheduling policies are :mod:`.policies`; pipeline parallelism is :mod:`.pipeline`;
+the metric definitions (vLLM's)
 are in :mod:`.results`; configuration in :mod:`.config`. Times are seconds from the start
 of the simulation. Runs are deterministic given the seed.
 
@@ -51,7 +62,7 @@ TTFT P50 10.1 ms, TPOT P50 5.64 ms, 2559 tokens/s
 from __future__ import annotations
 
 from .._validation import check_integer
-from ..workloads import ClosedLoop, Poisson, Timestamps, Workload
+from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps, Workload
 from .config import (
     ChunkedPrefill,
     ContinuousBatching,
@@ -59,10 +70,13 @@ from .config import (
     Server,
     SimulationConfig,
     Speculative,
+    SpeculativeByLoad,
     StaticBatching,
     expected_tokens_per_step,
 )
 from .engine import Engine
+from .fleet import (CentralQueue, FleetConfig, LeastLoaded, PrefixAffinity, Random, RateScaling, Replica,
+                    RoundRobin, ScheduledScaling)
 from .goodput import max_goodput_rate, slo_attainment_curve
 from .results import Metrics, Records, RequestRecord, SimulationResult, Summary
 from .steptimes import LibraryStepTimes, LinearStepTimes
@@ -78,9 +92,20 @@ __all__ = [
     "StaticBatching",
     "Disaggregated",
     "Speculative",
+    "SpeculativeByLoad",
     "expected_tokens_per_step",
+    "FleetConfig",
+    "Replica",
+    "Random",
+    "RoundRobin",
+    "LeastLoaded",
+    "PrefixAffinity",
+    "CentralQueue",
+    "ScheduledScaling",
+    "RateScaling",
     "Workload",
     "Poisson",
+    "PiecewisePoisson",
     "ClosedLoop",
     "Timestamps",
     "SimulationResult",
@@ -93,12 +118,12 @@ __all__ = [
 ]
 
 
-def simulate(config: SimulationConfig, seed: int = 0, progress: bool = False) -> SimulationResult:
+def simulate(config, seed: int = 0, progress: bool = False) -> SimulationResult:
     """Run one simulation.
 
     Parameters
     ----------
-    config : SimulationConfig
+    config : SimulationConfig or FleetConfig
     seed : int
         Seeds the arrival gaps, exponential think times and speculative
         acceptances (each its own stream). Same config and seed, same result.
@@ -115,8 +140,8 @@ def simulate(config: SimulationConfig, seed: int = 0, progress: bool = False) ->
         For a request longer than the model's context or the KV cache, a
         prompt longer than the prefill token budget, and bad configuration values.
     """
-    if not isinstance(config, SimulationConfig):
-        raise ValueError(f"config must be a SimulationConfig, got {type(config).__name__}")
+    if not isinstance(config, (SimulationConfig, FleetConfig)):
+        raise ValueError(f"config must be a SimulationConfig or a FleetConfig, got {type(config).__name__}")
     if isinstance(seed, bool):
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     check_integer("seed", seed, minimum=0)

@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .._validation import check_integer, check_nonnegative, check_positive
+from .._validation import check_bool, check_integer, check_nonnegative, check_positive
 from ..deployment import Deployment
-from ..workloads import ClosedLoop, Poisson, Timestamps, Workload
+from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps, Workload
 from .steptimes import LibraryStepTimes, LinearStepTimes
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "StaticBatching",
     "Disaggregated",
     "Speculative",
+    "SpeculativeByLoad",
     "SimulationConfig",
     "expected_tokens_per_step",
 ]
@@ -52,14 +53,32 @@ class Server:
         unlimited for a toy ``step_times`` server.
     step_times : LinearStepTimes or None
         A toy step-time model that replaces the library's.
+    pipeline_parallel : int
+        P >= 1 pipeline stages, each on its own ``tensor_parallel`` GPUs (P x TP GPUs in
+        all; see :mod:`.pipeline` for the model). 1: no pipeline.
+    pipeline_link_bandwidth : float or None
+        Bytes per second of the link between two stages (None: the accelerator's
+        interconnect bandwidth from the catalog; with a toy server, no transfer time).
+    pipeline_link_latency : float
+        Fixed seconds per stage-to-stage transfer (default 0).
+
+    Notes
+    -----
+    With P > 1 the KV cache holds floor((P (u M - R) - W_gpu) / kv_gpu) tokens: each
+    stage keeps 1/P of the layers, hence 1/P of the weights and of every token's KV
+    (``kv_capacity_tokens`` overrides it, as the total over the stages).
     """
 
     deployment: Deployment | None
     kv_capacity_tokens: int | None
     step_times: LinearStepTimes | None
+    pipeline_parallel: int = 1
+    pipeline_link_bandwidth: float | None = None
+    pipeline_link_latency: float = 0.0
 
     def __init__(self, model=None, accelerator=None, *, deployment=None, kv_capacity_tokens=None,
-                 step_times=None, **options):
+                 step_times=None, pipeline_parallel=1, pipeline_link_bandwidth=None, pipeline_link_latency=0.0,
+                 **options):
         if "memory_utilization" in options:
             raise ValueError("Server's memory_utilization is now the deployment option gpu_memory_utilization "
                              "(the same name as everywhere in the library)")
@@ -88,12 +107,24 @@ class Server:
             raise ValueError("a simulated server is one configuration: give scalar deployment settings")
         if kv_capacity_tokens is not None:
             kv_capacity_tokens = _int("kv_capacity_tokens", kv_capacity_tokens, 1)
+        pipeline_parallel = _int("pipeline_parallel", pipeline_parallel, 1)
+        if pipeline_link_bandwidth is not None:
+            pipeline_link_bandwidth = float(check_positive("pipeline_link_bandwidth", pipeline_link_bandwidth))
+        pipeline_link_latency = float(check_nonnegative("pipeline_link_latency", pipeline_link_latency))
+        if (deployment is not None and pipeline_parallel > 1 and pipeline_link_bandwidth is None
+                and deployment.accelerator.interconnect_bandwidth is None):
+            raise ValueError(f"pipeline_parallel={pipeline_parallel} needs pipeline_link_bandwidth (bytes/s): "
+                             f"the catalog has no interconnect bandwidth for {deployment.accelerator.name}")
         object.__setattr__(self, "deployment", deployment)
         object.__setattr__(self, "kv_capacity_tokens", kv_capacity_tokens)
         object.__setattr__(self, "step_times", step_times)
+        object.__setattr__(self, "pipeline_parallel", pipeline_parallel)
+        object.__setattr__(self, "pipeline_link_bandwidth", pipeline_link_bandwidth)
+        object.__setattr__(self, "pipeline_link_latency", pipeline_link_latency)
 
     def _key(self):
-        return (self.deployment, self.kv_capacity_tokens, self.step_times)
+        return (self.deployment, self.kv_capacity_tokens, self.step_times, self.pipeline_parallel,
+                self.pipeline_link_bandwidth, self.pipeline_link_latency)
 
     def __eq__(self, other):
         return isinstance(other, Server) and self._key() == other._key()
@@ -102,18 +133,21 @@ class Server:
         return hash(self._key())
 
     def __repr__(self):
+        pp = "" if self.pipeline_parallel == 1 else f", pipeline_parallel={self.pipeline_parallel}"
         if self.step_times is not None:
-            return f"Server(step_times={self.step_times!r})"
-        return f"Server({self.deployment.describe()!r}, kv_capacity_tokens={self.kv_capacity_tokens!r})"
+            return f"Server(step_times={self.step_times!r}{pp})"
+        return f"Server({self.deployment.describe()!r}, kv_capacity_tokens={self.kv_capacity_tokens!r}{pp})"
 
     def replace(self, **changes) -> "Server":
-        """A copy with deployment settings or ``kv_capacity_tokens`` changed."""
-        kv = changes.pop("kv_capacity_tokens", self.kv_capacity_tokens)
+        """A copy with deployment settings, ``kv_capacity_tokens`` or the pipeline settings changed."""
+        own = {name: changes.pop(name, getattr(self, name))
+               for name in ("kv_capacity_tokens", "pipeline_parallel", "pipeline_link_bandwidth",
+                            "pipeline_link_latency")}
         if self.step_times is not None:
             if changes:
                 raise ValueError("a toy step_times server has no deployment settings to change")
-            return Server(step_times=self.step_times, kv_capacity_tokens=kv)
-        return Server(self.deployment, kv_capacity_tokens=kv, **changes)
+            return Server(step_times=self.step_times, **own)
+        return Server(self.deployment, **own, **changes)
 
     @property
     def model(self):
@@ -143,12 +177,40 @@ class Server:
         return LibraryStepTimes.for_deployment(self.deployment)
 
     def kv_capacity(self, step_times=None) -> float:
-        """KV-cache capacity in tokens (``math.inf`` for a toy server without one)."""
+        """KV-cache capacity in tokens, all pipeline stages together (``math.inf`` for a toy server
+        without one)."""
         if self.kv_capacity_tokens is not None:
             return int(self.kv_capacity_tokens)
         if self.step_times is not None:
             return math.inf
-        return (step_times or self.build_step_times()).kv_capacity_tokens()
+        if self.pipeline_parallel == 1:
+            return (step_times or self.build_step_times()).kv_capacity_tokens()
+        from ..memory import kv_bytes_per_token_per_gpu, usable_memory, weight_bytes_per_gpu
+
+        d, p = self.deployment, self.pipeline_parallel
+        usable = float(usable_memory(d.accelerator, gpu_memory_utilization=d.gpu_memory_utilization,
+                                     reserve_bytes=d.reserve_bytes, memory_bytes=d.memory_bytes))
+        weights = float(weight_bytes_per_gpu(d.model, weight_dtype=d.weight_dtype, tensor_parallel=d.tensor_parallel))
+        kv = float(kv_bytes_per_token_per_gpu(d.model, kv_dtype=d.kv_dtype, tensor_parallel=d.tensor_parallel))
+        tokens = math.floor((p * usable - weights) / kv)
+        if tokens <= 0:
+            raise ValueError(f"{d.model.name} leaves no room for a KV cache on {p} pipeline stages of "
+                             f"{d.tensor_parallel} x {d.accelerator.name}; raise pipeline_parallel or give "
+                             "kv_capacity_tokens")
+        return tokens
+
+    def stage_transfer(self):
+        """(fixed seconds, seconds per token) of one stage-to-stage activation transfer.
+
+        Each token sends its hidden state, D values of 2 bytes (bf16), over the link:
+        latency + T x D x 2 / bandwidth. A toy server has no D: latency only.
+        """
+        if self.pipeline_parallel == 1:
+            return 0.0, 0.0
+        if self.step_times is not None:
+            return self.pipeline_link_latency, 0.0
+        bw = self.pipeline_link_bandwidth or float(self.deployment.accelerator.interconnect_bandwidth)
+        return self.pipeline_link_latency, 2.0 * self.deployment.model.hidden_size / bw
 
     @property
     def max_context_len(self) -> float:
@@ -156,6 +218,56 @@ class Server:
         if self.step_times is not None:
             return math.inf
         return self.deployment.model.max_context_len
+
+
+KV_OPTIONS_DOC = """The KV-cache options of :class:`ContinuousBatching` and :class:`ChunkedPrefill`.
+
+block_size : int
+    Tokens per KV block (vLLM's ``--block-size``, 16 on CUDA GPUs). A sequence of n
+    tokens holds ceil(n / block_size) blocks; a decode step allocates a block for a
+    sequence only when its last block is full, so the cache fills in whole blocks.
+    The capacity becomes floor(kv_capacity / block_size) blocks. Default 1 (tokens).
+watermark : float in [0, 1)
+    vLLM v0's admission watermark: a request is admitted only if, after allocating
+    its prompt's blocks, at least int(watermark x total blocks) blocks stay free
+    (``SelfAttnBlockSpaceManager.can_allocate``, default 0.01). Growing sequences
+    may use those blocks; they are reserved against new admissions only, so a full
+    batch does not thrash: admit, fill the cache, preempt the newest at the next
+    step, readmit it. Default 0 (admit until the cache is full).
+prefix_caching : bool
+    Automatic prefix caching (vLLM's ``--enable-prefix-caching``, on by default in
+    v1): each instance keeps the KV of the shared prefixes (``Workload.prefix_ids``)
+    it has computed, in whole blocks, while memory allows. A request whose prefix is
+    cached prefills only the rest of its prompt (``cached_tokens`` of the step model);
+    the cached blocks are shared by every request that uses them, and blocks no
+    running request uses are evicted least recently used first when memory is needed.
+    A prefix becomes usable once the prefill that computes it has finished (requests
+    admitted meanwhile compute it again), and at least one prompt token is always
+    computed (the last one, for its logits), as in vLLM. Default True (no effect
+    without prefix ids).
+priority_preemption : bool
+    When a request waits that cannot be admitted (the batch or the cache is full)
+    and a running request has a lower priority (a higher class number), preempt the
+    most recently admitted running request of the lowest class (recomputed later)
+    until the waiting one fits (vLLM's ``scheduling_policy="priority"``,
+    ``Scheduler._schedule_priority_preemption``). Default False.
+
+References
+----------
+vLLM, ``vllm/core/block_manager.py`` (watermark=0.01, can_allocate, can_append_slots) and
+``vllm/core/scheduler.py`` (``_schedule_priority_preemption``), commit
+006a839fcbc3bd9584eb414a355a5b9fedd5372f, read 2026-11.
+"""
+
+
+def _check_kv_options(policy):
+    _int("block_size", policy.block_size, 1)
+    w = policy.watermark
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < 1:
+        raise ValueError(f"watermark must be a fraction of the KV blocks in [0, 1), e.g. 0.01 (vLLM v0), "
+                         f"got {w!r}")
+    check_bool("prefix_caching", policy.prefix_caching)
+    check_bool("priority_preemption", policy.priority_preemption)
 
 
 @dataclass(frozen=True)
@@ -178,15 +290,28 @@ class ContinuousBatching:
         Prompt tokens in one prefill iteration at most (vLLM's
         ``max_num_batched_tokens``). None: max(2048, the model's context), vLLM v0's
         default (no limit for a toy ``LinearStepTimes`` server). A longer prompt is refused.
+    block_size, watermark, prefix_caching, priority_preemption
+        The KV-cache manager's options, shared with :class:`ChunkedPrefill`
+        (see :data:`KV_OPTIONS_DOC` below): paged blocks of ``block_size`` tokens
+        (default 1: token granularity), a ``watermark`` fraction of the blocks kept
+        free at admission (default 0), automatic prefix caching (default on; it does
+        nothing unless the workload has ``prefix_ids``) and preemption of running
+        lower-priority requests for a waiting higher-priority one (default off).
+        ``block_size=16, watermark=0.01`` are vLLM v0's values.
     """
 
     max_batch_size: int = 256
     max_prefill_tokens: int | None = None
+    block_size: int = 1
+    watermark: float = 0.0
+    prefix_caching: bool = True
+    priority_preemption: bool = False
 
     def __post_init__(self):
         _int("max_batch_size", self.max_batch_size, 1)
         if self.max_prefill_tokens is not None:
             _int("max_prefill_tokens", self.max_prefill_tokens, 1)
+        _check_kv_options(self)
 
 
 @dataclass(frozen=True)
@@ -204,14 +329,22 @@ class ChunkedPrefill:
         Tokens per iteration (decodes + prompt chunks), >= 1 and >= ``max_batch_size``.
     max_batch_size : int
         Sequences (decoding or prefilling) in the batch at most.
+    block_size, watermark, prefix_caching, priority_preemption
+        As in :class:`ContinuousBatching` (a cached prefix is skipped: the first
+        chunk starts after it).
     """
 
     token_budget: int = 512
     max_batch_size: int = 256
+    block_size: int = 1
+    watermark: float = 0.0
+    prefix_caching: bool = True
+    priority_preemption: bool = False
 
     def __post_init__(self):
         _int("token_budget", self.token_budget, 1)
         _int("max_batch_size", self.max_batch_size, 1)
+        _check_kv_options(self)
         if self.token_budget < self.max_batch_size:
             raise ValueError(
                 f"token_budget ({self.token_budget}) must be >= max_batch_size ({self.max_batch_size}): "
@@ -372,8 +505,73 @@ class Speculative:
         return cached
 
 
+_SIGNALS = ("batch", "queue", "load")
+
+
+@dataclass(frozen=True)
+class SpeculativeByLoad:
+    """Speculative decoding switched on and off by load, with hysteresis.
+
+    At every step boundary the instance reads a load signal x: ``"batch"``, the
+    sequences holding a batch slot (what vLLM's ``speculative_disable_by_batch_size``
+    compares, as ``running_queue_size``); ``"queue"``, the requests waiting; or
+    ``"load"``, both. Speculation turns **off** when x > ``off_above`` and back **on**
+    when x < ``on_below`` (``on_below <= off_above``; between the two the mode
+    holds, so a load that hovers around one threshold does not flip it at every
+    step). It starts on. A switch happens between two iterations: every decoding
+    sequence changes mode there (tokens produced so far are kept). While off, the
+    draft model does no work at all (not even the prompts' prefill). When it turns
+    back on, the draft first catches up on the context of the running sequences it
+    has not seen (one draft prefill of those tokens after the ones it holds, added to
+    the first speculative step; a constant ``draft_step_time`` charges one step).
+
+    Attributes
+    ----------
+    speculative : Speculative
+        The speculation used while on.
+    on_below, off_above : float
+        The two thresholds of the signal.
+    signal : {"batch", "queue", "load"}
+
+    Notes
+    -----
+    vLLM v0 disables speculation for a whole batch when ``running_queue_size >=
+    speculative_disable_by_batch_size`` (one threshold) and, once disabled, never
+    re-enables it for the requests of that batch (``vllm/spec_decode/spec_decode_worker.py``:
+    ``_should_disable_all_speculation`` compares ``running_queue_size``;
+    ``_maybe_disable_speculative_tokens`` sets ``num_speculative_tokens = 0``, "disabled
+    forever"; ``_run_no_spec(skip_proposer=True)`` does not run the draft, so its KV
+    falls behind; read 2026-11 in the stored version at commit
+    00b974dbffec005d4b6d379833e9f3c100dddd3e). The model here lets every request
+    switch back, paying the draft's catch-up.
+
+    Examples
+    --------
+    >>> policy = SpeculativeByLoad(Speculative(num_draft_tokens=4, acceptance_rate=0.7,
+    ...                                        draft_step_time=1e-3), on_below=120, off_above=180)
+    >>> policy.signal, policy.speculative.num_draft_tokens
+    ('batch', 4)
+    """
+
+    speculative: Speculative
+    on_below: float
+    off_above: float
+    signal: str = "batch"
+
+    def __post_init__(self):
+        if not isinstance(self.speculative, Speculative):
+            raise ValueError(f"speculative must be a Speculative, got {self.speculative!r}")
+        check_nonnegative("on_below", self.on_below)
+        check_nonnegative("off_above", self.off_above)
+        if self.on_below > self.off_above:
+            raise ValueError(f"on_below ({self.on_below:g}) must be <= off_above ({self.off_above:g}): "
+                             "otherwise a load between them would switch both ways")
+        if self.signal not in _SIGNALS:
+            raise ValueError(f"signal must be one of {', '.join(_SIGNALS)}, got {self.signal!r}")
+
+
 POLICIES = (ContinuousBatching, ChunkedPrefill, StaticBatching, Disaggregated)
-ARRIVALS = (Poisson, ClosedLoop, Timestamps)
+ARRIVALS = (Poisson, ClosedLoop, Timestamps, PiecewisePoisson)
 
 
 @dataclass(frozen=True)
@@ -385,9 +583,9 @@ class SimulationConfig:
     server : Server
     workload : Workload
         The requests, in arrival order.
-    arrivals : Poisson, ClosedLoop or Timestamps
+    arrivals : Poisson, PiecewisePoisson, ClosedLoop or Timestamps
     policy : ContinuousBatching, ChunkedPrefill, StaticBatching or Disaggregated
-    speculative : Speculative or None
+    speculative : Speculative, SpeculativeByLoad or None
     """
 
     server: Server
@@ -401,17 +599,32 @@ class SimulationConfig:
             raise ValueError(f"server must be a Server, got {self.server!r}")
         if not isinstance(self.workload, Workload):
             raise ValueError(f"workload must be a Workload, got {self.workload!r}")
-        if not isinstance(self.arrivals, ARRIVALS):
-            raise ValueError(f"arrivals must be one of Poisson, ClosedLoop, Timestamps, "
-                             f"got {self.arrivals!r}")
+        check_arrivals(self.arrivals, self.workload)
         if not isinstance(self.policy, POLICIES):
             raise ValueError(f"policy must be one of ContinuousBatching, ChunkedPrefill, "
                              f"StaticBatching, Disaggregated, got {self.policy!r}")
-        if self.speculative is not None and not isinstance(self.speculative, Speculative):
-            raise ValueError(f"speculative must be a Speculative or None, got {self.speculative!r}")
-        if self.speculative is not None and isinstance(self.policy, StaticBatching):
-            raise ValueError("speculative decoding is not simulated with StaticBatching; "
-                             "use ContinuousBatching or ChunkedPrefill")
-        if isinstance(self.arrivals, Timestamps) and len(self.arrivals.times) != len(self.workload):
-            raise ValueError(f"arrivals has {len(self.arrivals.times)} timestamps but the workload "
-                             f"has {len(self.workload)} requests")
+        check_replica_settings(self.server, self.policy, self.speculative)
+
+
+def check_arrivals(arrivals, workload):
+    if not isinstance(arrivals, ARRIVALS):
+        raise ValueError(f"arrivals must be one of Poisson, PiecewisePoisson, ClosedLoop, Timestamps, "
+                         f"got {arrivals!r}")
+    if isinstance(arrivals, Timestamps) and len(arrivals.times) != len(workload):
+        raise ValueError(f"arrivals has {len(arrivals.times)} timestamps but the workload "
+                         f"has {len(workload)} requests")
+
+
+def check_replica_settings(server, policy, speculative):
+    """The combinations of server, policy and speculation the simulator does not support."""
+    if speculative is not None and not isinstance(speculative, (Speculative, SpeculativeByLoad)):
+        raise ValueError(f"speculative must be a Speculative, a SpeculativeByLoad or None, got {speculative!r}")
+    if speculative is not None and isinstance(policy, StaticBatching):
+        raise ValueError("speculative decoding is not simulated with StaticBatching; "
+                         "use ContinuousBatching or ChunkedPrefill")
+    if isinstance(speculative, SpeculativeByLoad) and isinstance(policy, Disaggregated):
+        raise ValueError("SpeculativeByLoad is simulated with ContinuousBatching or ChunkedPrefill, "
+                         "not Disaggregated")
+    if server.pipeline_parallel > 1 and not isinstance(policy, (ContinuousBatching, ChunkedPrefill)):
+        raise ValueError(f"pipeline_parallel > 1 is simulated with ContinuousBatching or ChunkedPrefill, "
+                         f"not {type(policy).__name__}")

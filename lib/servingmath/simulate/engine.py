@@ -1,34 +1,84 @@
-"""The event loop of the serving simulator: set-up, arrivals, completions, and time.
+"""The event loop of the serving simulator: set-up, arrivals, routing, completions, and time.
 
-:class:`Engine` builds the instances a policy needs (:mod:`.policies`),
-checks every request against the model's context and the KV cache, draws the
-arrival process from the seed, and runs the loop: take the earliest of the
-next open-loop arrival and the next event (an instance's action ending, a
-closed-loop arrival, a KV transfer, a static-batching timeout) and hand it on.
-At equal times arrivals go first, so a request that arrives exactly at a step
-boundary joins there. Each instance jumps over whole runs of decode steps in
-closed form (:mod:`.instance`), so the loop sees a few events per request,
-not one per token.
+:class:`Engine` builds the instances a configuration needs (:mod:`.policies`):
+one server, the two pools of a disaggregated deployment, or the replicas of a
+fleet (each with P virtual engines when it is pipeline-parallel); it checks
+every request against the model's context and the KV cache, draws the arrival
+process from the seed, and runs the loop: take the earliest of the next
+open-loop arrival and the next event (an instance's action ending, a
+closed-loop arrival, a KV transfer, a static-batching timeout, a scaling
+decision, a replica ready after its warm-up) and hand it on. At equal times
+arrivals go first, so a request that arrives exactly at a step boundary joins
+there. Each instance jumps over whole runs of decode steps in closed form
+(:mod:`.instance`), so the loop sees a few events per request, not one per
+token. A fleet's router (:mod:`.fleet`) picks a replica per arrival.
 """
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import heapq
 import itertools
 import math
 import sys
-
-import dataclasses
+from collections import deque
 
 import numpy as np
 
 from ..memory import kv_transfer_time
 from ..models import get_model
-from ..workloads import ClosedLoop, Poisson, Timestamps
-from .config import ChunkedPrefill, ContinuousBatching, Disaggregated
-from .instance import _ARRIVAL, _END, _TRANSFER, INF, NAN
-from .policies import Chunked, DecodeOnly, PrefillFirst, PrefillOnly, Static
+from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps
+from .config import ChunkedPrefill, ContinuousBatching, Disaggregated, SpeculativeByLoad
+from .fleet import (CentralQueue, FleetConfig, LeastLoaded, PrefixAffinity, Random, RateScaling,
+                    RoundRobin, ScheduledScaling)
+from .instance import _ARRIVAL, _END, _READY, _SCALE, _TRANSFER, _IDLE, _WAKE, INF, NAN
+from .pipeline import Pipeline
+from .policies import (Chunked, ChunkedFeatured, ChunkedTracked, DecodeOnly, PrefillFirst, PrefillFirstFeatured,
+                       PrefillFirstTracked, PrefillOnly, Static, StaticFeatured)
 from .steptimes import LibraryStepTimes
+
+# replica states in a fleet
+OFF, WARMING, ON, DRAINING = 0, 1, 2, 3
+
+
+class _Replica:
+    """One replica of a fleet (or the one server): its instances (P virtual engines if pipelined)."""
+
+    __slots__ = ("e", "index", "name", "instances", "single")
+
+    def __init__(self, engine, index, name):
+        self.e = engine
+        self.index = index
+        self.name = name
+        self.instances = []
+        self.single = None
+
+    def enqueue(self, rid, t):
+        """A request joins this replica: the virtual engine with the fewest unfinished requests (vLLM)."""
+        e = self.e
+        inst = self.single
+        if inst is None:
+            inst = min(self.instances, key=lambda i: (len(i.running) + i.n_waiting, i.index))
+        if e.fleet:
+            e.replica_of[rid] = self.index
+        inst.work += e.prompt[rid] + e.out[rid]
+        inst.enqueue(rid, t)
+
+    def tokens(self, t):
+        inst = self.single
+        if inst is not None:
+            return inst.work_at(t)
+        return sum(i.work_at(t) for i in self.instances)
+
+    def requests(self):
+        inst = self.single
+        if inst is not None:
+            return len(inst.running) + inst.n_waiting
+        return sum(len(i.running) + i.n_waiting for i in self.instances)
+
+    def free_slots(self):
+        return sum(i.max_batch - len(i.running) - i.n_waiting for i in self.instances)
 
 
 class Engine:
@@ -37,6 +87,7 @@ class Engine:
     def __init__(self, config, seed, progress=False):
         w = config.workload
         self.config = config
+        self.fleet = isinstance(config, FleetConfig)
         self.n = n = len(w)
         self.prompt = w.prompt_lens.tolist()
         self.out = w.output_lens.tolist()
@@ -55,105 +106,192 @@ class Engine:
         self.st_g0 = [0] * n
         self.st_n = [0] * n
         self.extra = {}            # rid -> [[emission time, instance, first step, steps], ...] after preemptions
+        self.replica_of = [0] * n if self.fleet else None
+        self.cached_tokens = [0] * n if w.has_prefixes else None
+        has_prefixes = w.has_prefixes
+        self.prefix_id = w.prefix_ids.tolist() if has_prefixes else None
+        self.prefix_len = w.prefix_lens.tolist() if has_prefixes else None
+        self.skip = self.shared = self.phase_of = self.draft_mark = self.spec_cum = None
         self.events = []
         self.counter = itertools.count()
         self.n_done = 0
         self.progress = progress
         self._progress_every = max(1, n // 100)
 
-        seeds = np.random.SeedSequence(int(seed)).spawn(3)
+        seeds = np.random.SeedSequence(int(seed)).spawn(4)
         self.rng_arrivals = np.random.default_rng(seeds[0])
         self.rng_think = np.random.default_rng(seeds[1])
         self.rng_spec = np.random.default_rng(seeds[2])
+        self.rng_route = np.random.default_rng(seeds[3])
 
-        self._build_instances(config)
+        self.instances = []
+        self.replicas = []
+        self._drafts = {}
+        self._checks = []
+        self.disaggregated = False
+        if self.fleet:
+            for i, rep in enumerate(config.replicas):
+                self._add_replica(rep.server, rep.policy, rep.speculative, f"replica-{i}")
+        elif isinstance(config.policy, Disaggregated):
+            self._build_disaggregated(config)
+        else:
+            self._add_replica(config.server, config.policy, config.speculative, "server")
+        self._allocate_state()
         self._check_requests()
         self._setup_arrivals(config.arrivals)
+        self._setup_fleet()
 
     # ---- set-up ---------------------------------------------------------------------------------------
-    def _build_instances(self, config):
-        policy, server = config.policy, config.server
-        self.spec = config.speculative
-        self.draft = None
-        self.instances = []
-        self.max_context = server.max_context_len
-        self.disaggregated = isinstance(policy, Disaggregated)
+    @staticmethod
+    def _prefill_cap(server, value):
+        if value is not None:
+            return value
+        return INF if server.step_times is not None else max(2048, server.max_context_len)
 
-        def default_prefill_cap(srv, value):
-            if value is not None:
-                return value
-            return INF if srv.step_times is not None else max(2048, srv.max_context_len)
-
-        if isinstance(policy, Disaggregated):
-            pserver = policy.prefill_server or server
-            dserver = policy.decode_server or server
-            psteps, dsteps = pserver.build_step_times(), dserver.build_step_times()
-            self.max_context = min(pserver.max_context_len, dserver.max_context_len)
-            # memory.kv_transfer_time is affine in the prompt: latency + L_p x (seconds per token)
-            per_token = (float(kv_transfer_time(psteps.model, 1, link_bandwidth=policy.link_bandwidth,
-                                                kv_dtype=psteps.deployment.kv_dtype))
-                         if isinstance(psteps, LibraryStepTimes) else 0.0)
-            transfer = (float(policy.transfer_latency), per_token)
-            cap_p = default_prefill_cap(pserver, policy.max_prefill_tokens)
-            self.prefill_kv_capacity = pserver.kv_capacity(psteps)
-            self.prefill_pool = [
-                PrefillOnly(self, i, f"prefill-{i}", psteps, self.prefill_kv_capacity, cap_p, transfer)
-                for i in range(policy.prefill_instances)]
-            self.instances += self.prefill_pool
-            kv = dserver.kv_capacity(dsteps)
-            self.decode_pool = [
-                DecodeOnly(self, len(self.instances) + i, f"decode-{i}", dsteps, kv,
-                            policy.max_batch_size)
-                for i in range(policy.decode_instances)]
-            self.instances += self.decode_pool
-            self.kv_capacity, self.max_prefill = kv, cap_p
-            steps_for_draft = dsteps
+    def _draft_for(self, steps, speculative):
+        if speculative is None:
+            return None
+        spec = speculative.speculative if isinstance(speculative, SpeculativeByLoad) else speculative
+        if spec.draft_model is None:
+            return None
+        if not isinstance(steps, LibraryStepTimes):
+            raise ValueError("a draft_model needs a server with a model and an accelerator; "
+                             "with a toy step_times server use draft_step_time")
+        key = (id(steps), repr(spec.draft_model))
+        draft = self._drafts.get(key)
+        if draft is None:
+            draft = LibraryStepTimes.for_deployment(
+                dataclasses.replace(steps.deployment, model=get_model(spec.draft_model)))
+            self._drafts[key] = (draft, steps)     # keep steps alive: the id stays unique
         else:
-            steps = server.build_step_times()
-            kv = server.kv_capacity(steps)
-            self.kv_capacity = kv
-            self.max_prefill = INF
+            draft = draft[0]
+        return draft
+
+    def _add_replica(self, server, policy, speculative, name):
+        steps = server.build_step_times()
+        p = server.pipeline_parallel
+        total = server.kv_capacity(steps)
+        kv = total if p == 1 or total == INF else total // p
+        draft = self._draft_for(steps, speculative)
+        pipe = None
+        if p > 1:
+            latency, per_token = server.stage_transfer()
+            overhead = steps.overhead if isinstance(steps, LibraryStepTimes) else 0.0
+            pipe = Pipeline(p, overhead, latency, per_token)
+        options = dict(speculative=speculative, draft=draft, pipe=pipe)
+        max_prefill = INF
+        # the instance classes: plain (the short paths), tracked (a fleet whose router reads the
+        # replicas' outstanding tokens) or featured (the KV manager's options, a pipeline, a
+        # speculation switch, a central queue)
+        router = self.config.router if self.fleet else None
+        tracked = ((isinstance(router, LeastLoaded) and router.measure == "tokens")
+                   or (isinstance(router, PrefixAffinity) and router.fallback.measure == "tokens"))
+        featured = isinstance(router, CentralQueue) or pipe is not None or isinstance(speculative, SpeculativeByLoad)
+        if isinstance(policy, (ContinuousBatching, ChunkedPrefill)):
+            options.update(block_size=policy.block_size, watermark=policy.watermark,
+                           prefix_caching=bool(policy.prefix_caching and self.prefix_id is not None),
+                           priority_preemption=policy.priority_preemption)
+            featured = featured or (options["block_size"] > 1 or options["watermark"] > 0
+                                    or options["prefix_caching"] or options["priority_preemption"])
+        replica = _Replica(self, len(self.replicas), name)
+        for v in range(p):
+            label = name if p == 1 else f"{name}.ve{v}"
+            index = len(self.instances)
             if isinstance(policy, ContinuousBatching):
-                self.max_prefill = default_prefill_cap(server, policy.max_prefill_tokens)
-                inst = PrefillFirst(self, 0, "server", steps, kv, policy, self.max_prefill)
+                max_prefill = self._prefill_cap(server, policy.max_prefill_tokens)
+                cls = PrefillFirstFeatured if featured else PrefillFirstTracked if tracked else PrefillFirst
+                inst = cls(self, index, label, steps, kv, policy, max_prefill, **options)
             elif isinstance(policy, ChunkedPrefill):
-                inst = Chunked(self, 0, "server", steps, kv, policy)
+                cls = ChunkedFeatured if featured else ChunkedTracked if tracked else Chunked
+                inst = cls(self, index, label, steps, kv, policy, **options)
             else:
-                inst = Static(self, 0, "server", steps, kv, policy)
-            self.instances = [inst]
-            steps_for_draft = steps
-        if self.spec is not None and self.spec.draft_model is not None:
-            if not isinstance(steps_for_draft, LibraryStepTimes):
-                raise ValueError("a draft_model needs a server with a model and an accelerator; "
-                                 "with a toy step_times server use draft_step_time")
-            target = steps_for_draft.deployment
-            self.draft = LibraryStepTimes.for_deployment(
-                dataclasses.replace(target, model=get_model(self.spec.draft_model)))
+                inst = (StaticFeatured if featured else Static)(self, index, label, steps, kv, policy, **options)
+            inst.replica = replica.index
+            replica.instances.append(inst)
+            self.instances.append(inst)
+        if p == 1:
+            replica.single = replica.instances[0]
+        self.replicas.append(replica)
+        inst = replica.instances[0]
+        self._checks.append((name, server.max_context_len, inst.kv_cap, max_prefill, inst.wm_tokens, inst.bs))
+
+    def _build_disaggregated(self, config):
+        policy, server = config.policy, config.server
+        self.disaggregated = True
+        pserver = policy.prefill_server or server
+        dserver = policy.decode_server or server
+        for srv in (pserver, dserver):
+            if srv.pipeline_parallel > 1:
+                raise ValueError("pipeline_parallel > 1 is not simulated in a Disaggregated deployment")
+        psteps, dsteps = pserver.build_step_times(), dserver.build_step_times()
+        # memory.kv_transfer_time is affine in the prompt: latency + L_p x (seconds per token)
+        per_token = (float(kv_transfer_time(psteps.model, 1, link_bandwidth=policy.link_bandwidth,
+                                            kv_dtype=psteps.deployment.kv_dtype))
+                     if isinstance(psteps, LibraryStepTimes) else 0.0)
+        transfer = (float(policy.transfer_latency), per_token)
+        cap_p = self._prefill_cap(pserver, policy.max_prefill_tokens)
+        self.prefill_kv_capacity = pserver.kv_capacity(psteps)
+        draft = self._draft_for(dsteps, config.speculative)
+        self.prefill_pool = [
+            PrefillOnly(self, i, f"prefill-{i}", psteps, self.prefill_kv_capacity, cap_p, transfer, draft=draft)
+            for i in range(policy.prefill_instances)]
+        self.instances += self.prefill_pool
+        kv = dserver.kv_capacity(dsteps)
+        self.decode_pool = [
+            DecodeOnly(self, len(self.instances) + i, f"decode-{i}", dsteps, kv, policy.max_batch_size,
+                       speculative=config.speculative, draft=draft)
+            for i in range(policy.decode_instances)]
+        self.instances += self.decode_pool
+        self._checks.append(("", min(pserver.max_context_len, dserver.max_context_len), kv, cap_p, 0, 1))
+
+    def _allocate_state(self):
+        n, insts = self.n, self.instances
+        if any(i.spec is not None or i.switch is not None for i in insts):
+            self.spec_cum = {}
+        if any(i.switch is not None for i in insts):
+            self.draft_mark = {}
+        if any(i.bs > 1 for i in insts):
+            self.phase_of = [0] * n
+        if any(i.paged for i in insts):
+            self.skip = [0] * n
+        if any(i.pc is not None for i in insts):
+            self.shared = [0] * n
 
     def _check_requests(self):
         prompt = np.asarray(self.prompt)
         total = prompt + np.asarray(self.out)
-        for limit, what in [(self.max_context, "the model's maximum context"),
-                            (self.kv_capacity, "the KV-cache capacity")]:
-            if limit != INF and total.max() > limit:
-                i = int(np.argmax(total > limit))
-                raise ValueError(
-                    f"request {i} needs prompt_len + output_len = {int(total[i])} tokens, more than "
-                    f"{what} of {int(limit)} tokens; shorten it or give the server more memory")
+        for name, max_context, kv, max_prefill, wm, bs in self._checks:
+            where = f" on {name}" if self.fleet else ""
+            need = total if bs == 1 else -(-total // bs) * bs
+            for limit, value, what in [(max_context, total, "the model's maximum context"),
+                                       (kv, need, "the KV-cache capacity")]:
+                if limit != INF and value.max() > limit:
+                    i = int(np.argmax(value > limit))
+                    raise ValueError(
+                        f"request {i} needs prompt_len + output_len = {int(total[i])} tokens, more than "
+                        f"{what} of {int(limit)} tokens{where}; shorten it or give the server more memory")
+            if wm and kv != INF:
+                first = -(-(prompt + 1) // bs) * bs
+                if first.max() > kv - wm:
+                    i = int(np.argmax(first > kv - wm))
+                    raise ValueError(f"request {i}'s prompt of {int(prompt[i])} tokens never fits beside the "
+                                     f"watermark of {int(wm)} KV tokens{where} (capacity {int(kv)})")
+            if max_prefill != INF and prompt.max() > max_prefill:
+                i = int(np.argmax(prompt > max_prefill))
+                raise ValueError(f"request {i} has prompt_len = {int(prompt[i])} tokens, more than "
+                                 f"max_prefill_tokens = {int(max_prefill)}{where}")
         if self.disaggregated and prompt.max() + 1 > self.prefill_kv_capacity:
             i = int(np.argmax(prompt + 1 > self.prefill_kv_capacity))
             raise ValueError(f"request {i} has prompt_len = {int(prompt[i])} tokens, more than the "
                              f"prefill instances' KV-cache capacity of {int(self.prefill_kv_capacity)} tokens")
-        if self.max_prefill != INF and prompt.max() > self.max_prefill:
-            i = int(np.argmax(prompt > self.max_prefill))
-            raise ValueError(f"request {i} has prompt_len = {int(prompt[i])} tokens, more than "
-                             f"max_prefill_tokens = {int(self.max_prefill)}")
 
     def _setup_arrivals(self, arrivals):
         n = self.n
         self.closed = isinstance(arrivals, ClosedLoop)
         if isinstance(arrivals, Poisson):          # exponential gaps, or gamma ones (burstiness != 1)
             self.open_times = np.cumsum(arrivals.gaps(self.rng_arrivals, n)).tolist()
+        elif isinstance(arrivals, PiecewisePoisson):
+            self.open_times = arrivals.arrival_times(self.rng_arrivals, n).tolist()
         elif isinstance(arrivals, Timestamps):
             self.open_times = arrivals.times.tolist()
         else:
@@ -168,10 +306,189 @@ class Engine:
             self.next_rid = first
             self.pending_arrivals = first
 
+    # ---- the fleet: router, central queue, autoscaling -----------------------------------------------------
+    def _setup_fleet(self):
+        self.central = None
+        self.n_central = 0
+        self.scale_log = []
+        if not self.fleet:
+            return
+        config = self.config
+        n_max = len(self.replicas)
+        scaler = config.autoscaler
+        k = n_max if scaler is None else scaler.initial(n_max)
+        self.state = [ON if i < k else OFF for i in range(n_max)]
+        self._update_routable()
+        for i in range(n_max):
+            self.scale_log.append((0.0, i, self.state[i]))
+        if isinstance(scaler, ScheduledScaling):
+            for t, c in zip(scaler.times.tolist(), scaler.replicas.tolist()):
+                heapq.heappush(self.events, (t, _SCALE, next(self.counter), int(c), 0))
+        elif isinstance(scaler, RateScaling):
+            heapq.heappush(self.events, (float(scaler.interval), _SCALE, next(self.counter), -1, 0))
+        router = config.router
+        self.route = self._make_router(router)
+        if isinstance(router, CentralQueue):
+            self.central = [deque() for _ in range(self.n_classes)]
+            for inst in self.instances:
+                inst.pull = True
+
+    def _update_routable(self):
+        self.routable = [self.replicas[i] for i, s in enumerate(self.state) if s == ON]
+        # replicas of one instance each (no pipeline): the routers read the instances directly
+        self.flat = all(rep.single is not None for rep in self.routable)
+        self.routable_insts = [rep.single for rep in self.routable] if self.flat else None
+
+    def _make_router(self, router):
+        if isinstance(router, Random):
+            u = self.rng_route.random(self.n).tolist()
+
+            def route(rid, t):
+                reps = self.routable
+                return reps[int(u[rid] * len(reps))]
+            return route
+        if isinstance(router, RoundRobin):
+            turn = itertools.count()
+
+            def route(rid, t):
+                reps = self.routable
+                return reps[next(turn) % len(reps)]
+            return route
+        if isinstance(router, LeastLoaded):
+            return self._least_loaded(router.measure)
+        if isinstance(router, PrefixAffinity):
+            fallback = self._least_loaded(router.fallback.measure)
+            home = {}
+            ids = self.prefix_id
+            b_abs, b_rel = float(router.balance_abs), float(router.balance_rel)
+
+            def route(rid, t):
+                reps = self.routable
+                pid = ids[rid] if ids is not None else -1
+                if pid < 0:
+                    return fallback(rid, t)
+                if self.flat:
+                    loads = [len(i.running) + i.n_waiting for i in self.routable_insts]
+                else:
+                    loads = [r.requests() for r in reps]
+                hi, lo = max(loads), min(loads)
+                if hi - lo > b_abs and hi > b_rel * lo:       # imbalanced: shortest queue
+                    return reps[loads.index(lo)]
+                rep = home.get(pid)
+                if rep is None or self.state[rep.index] != ON:
+                    rep = fallback(rid, t)
+                    home[pid] = rep
+                return rep
+            return route
+
+        def route(rid, t):                                  # CentralQueue
+            best, most = None, 0
+            for rep in self.routable:
+                free = rep.free_slots()
+                if free > most:
+                    best, most = rep, free
+            return best
+        return route
+
+    def _least_loaded(self, measure):
+        replicas = self.replicas
+        if measure == "requests":
+            def route(rid, t):
+                if not self.flat:
+                    return min(self.routable, key=_Replica.requests)
+                best, low = None, INF
+                for inst in self.routable_insts:
+                    load = len(inst.running) + inst.n_waiting
+                    if load < low:
+                        best, low = inst, load
+                return replicas[best.replica]
+            return route
+
+        def route(rid, t):
+            if not self.flat:
+                return min(self.routable, key=lambda rep: rep.tokens(t))
+            best, low = None, INF
+            for inst in self.routable_insts:        # inst.work_at(t), inlined
+                load = inst.work
+                if inst.kind == 1:                   # a run of decode steps in progress
+                    load -= (t - inst.seg[0]) * inst.drain
+                if load < low:
+                    best, low = inst, load
+            return replicas[best.replica]
+        return route
+
+    def pull(self, inst, t):
+        """A central queue: an instance with free slots takes the oldest waiting requests."""
+        if not self.n_central or self.state[inst.replica] != ON:
+            return
+        central = self.central
+        while self.n_central and len(inst.running) + inst.n_waiting < inst.max_batch:
+            for dq in central:
+                if dq:
+                    rid = dq.popleft()
+                    break
+            self.n_central -= 1
+            self.replica_of[rid] = inst.replica
+            inst.work += self.prompt[rid] + self.out[rid]
+            inst.waiting[self.prio[rid]].append(rid)
+            inst.n_waiting += 1
+
+    def _on_scale(self, t, target):
+        scaler = self.config.autoscaler
+        n_max = len(self.replicas)
+        if target < 0:        # RateScaling: measure, decide, and look again after an interval
+            window = float(scaler.window or scaler.interval)
+            times = self.open_times
+            count = bisect.bisect_right(times, t) - bisect.bisect_right(times, t - window)
+            target = scaler.target(count / min(window, t) if t > 0 else 0.0, n_max)
+            if self.next_open < self.n_open:
+                heapq.heappush(self.events, (t + float(scaler.interval), _SCALE, next(self.counter), -1, 0))
+        self._scale_to(min(int(target), n_max), t, float(scaler.warmup))
+
+    def _scale_to(self, target, t, warmup):
+        state = self.state
+        committed = [i for i, s in enumerate(state) if s in (ON, WARMING)]
+        k = len(committed)
+        if target > k:
+            # bring back draining replicas first (still loaded), then start cold ones
+            for i in [i for i, s in enumerate(state) if s == DRAINING][:target - k]:
+                state[i] = ON
+                self.scale_log.append((t, i, ON))
+                k += 1
+            for i in [i for i, s in enumerate(state) if s == OFF][:target - k]:
+                if warmup > 0:
+                    state[i] = WARMING
+                    heapq.heappush(self.events, (t + warmup, _READY, next(self.counter), i, 0))
+                else:
+                    state[i] = ON
+                self.scale_log.append((t, i, state[i]))
+        elif target < k:
+            for i in sorted(committed, reverse=True)[:k - target]:
+                state[i] = DRAINING if state[i] == ON else OFF
+                self.scale_log.append((t, i, state[i]))
+        self._update_routable()
+        self._wake_for_central(t)
+
+    def _on_ready(self, t, i):
+        if self.state[i] == WARMING:
+            self.state[i] = ON
+            self.scale_log.append((t, i, ON))
+            self._update_routable()
+            self._wake_for_central(t)
+
+    def _wake_for_central(self, t):
+        if not self.n_central:
+            return
+        for rep in self.routable:
+            for inst in rep.instances:
+                if inst.kind == _IDLE:
+                    self.pull(inst, t)
+                    if inst.n_waiting:
+                        inst._schedule(t, _WAKE)
+
     # ---- speculative decoding ----------------------------------------------------------------------------
-    def spec_sample(self, rid, left):
+    def spec_sample(self, rid, left, spec):
         """Draw the tokens of each speculative step until ``left`` tokens; return the steps needed."""
-        spec = self.spec
         g, a = spec.num_draft_tokens, spec.acceptance_rate
         mean = spec.expected_tokens_per_step
         m = int(left / mean * 1.5) + 8
@@ -191,25 +508,6 @@ class Engine:
         self.spec_cum[rid] = [0] + np.minimum(cum[:steps], left).astype(int).tolist()
         return steps
 
-    def draft_time(self, batch, context_sum):
-        spec = self.spec
-        if self.draft is None:
-            return spec.num_draft_tokens * spec.draft_step_time
-        total = 0.0
-        for j in range(spec.num_draft_tokens):
-            s = context_sum + j * batch
-            total += self.draft.iteration_time(batch, s, s, batch)
-        return total
-
-    def spec_step_time(self, steps, batch, context_sum):
-        """A speculative step: the draft's gamma steps, then one verification in which every sequence
-        brings gamma + 1 new tokens after its S - 1 cached ones (the step model's counts)."""
-        g1 = self.spec.num_draft_tokens + 1
-        cached = context_sum - batch
-        verify = steps.iteration_time(batch * g1, cached + batch * g1,
-                                      g1 * cached + batch * g1 * (g1 + 1) * 0.5, batch * g1)
-        return self.draft_time(batch, context_sum) + verify
-
     # ---- arrivals and completions --------------------------------------------------------------------------
     def arrivals_exhausted(self):
         if self.closed:
@@ -220,9 +518,16 @@ class Engine:
         self.arrival[rid] = t
         if self.disaggregated:
             inst = min(self.prefill_pool, key=lambda p: (p.queued_tokens, p.index))
+            inst.enqueue(rid, t)
+        elif self.fleet:
+            rep = self.route(rid, t)
+            if rep is None:                      # a central queue with every slot taken
+                self.central[self.prio[rid]].append(rid)
+                self.n_central += 1
+            else:
+                rep.enqueue(rid, t)
         else:
-            inst = self.instances[0]
-        inst.enqueue(rid, t)
+            self.replicas[0].enqueue(rid, t)
 
     def _transfer_done(self, rid, t):
         inst = min(self.decode_pool, key=lambda d: (len(d.running) + d.n_waiting, d.index))
@@ -249,13 +554,13 @@ class Engine:
         events, instances = self.events, self.instances
         open_times = self.open_times
         n_open = self.n_open = len(open_times)
-        self.spec_cum = {} if self.spec is not None else None
         self.next_open = 0
-        if not self.closed and not self.disaggregated:
-            instances[0].sees_arrivals = True
+        single = None
+        if not self.closed and not self.disaggregated and not self.fleet and len(instances) == 1:
+            single = instances[0]
+            single.sees_arrivals = True
         heappop = heapq.heappop
         arrival = self.arrival
-        single = None if self.disaggregated else instances[0]
         while True:
             i = self.next_open
             ta = open_times[i] if i < n_open else INF
@@ -280,6 +585,10 @@ class Engine:
                 self._arrive(a, t)
             elif kind == _TRANSFER:
                 self._transfer_done(a, t)
+            elif kind == _SCALE:
+                self._on_scale(t, a)
+            elif kind == _READY:
+                self._on_ready(t, a)
             else:
                 instances[a].on_timeout(t, b)
         if self.progress:

@@ -13,6 +13,10 @@ __all__ = ["slo_attainment_curve", "max_goodput_rate"]
 
 
 def _at_rate(config, rate):
+    """The config at another Poisson rate; gamma arrivals keep their burstiness (only the rate changes)."""
+    arrivals = config.arrivals
+    if isinstance(arrivals, Poisson):
+        return dataclasses.replace(config, arrivals=dataclasses.replace(arrivals, rate=float(rate)))
     return dataclasses.replace(config, arrivals=Poisson(float(rate)))
 
 
@@ -25,7 +29,9 @@ def slo_attainment_curve(config, rates, *, ttft_slo=None, tpot_slo=None, seed=0)
     """Fraction of requests meeting the TTFT and TPOT SLOs at each Poisson rate in ``rates``.
 
     Every rate replays the same workload with the same seed (the arrival
-    gaps are the same exponential draws scaled by 1 / rate).
+    gaps are the same exponential draws scaled by 1 / rate). A ``Poisson``
+    config keeps its ``burstiness`` (gamma gaps); any other arrival process is
+    replaced by Poisson arrivals. ``config`` may be a ``FleetConfig``.
     """
     from . import simulate
 
@@ -44,7 +50,9 @@ def max_goodput_rate(config, *, ttft_slo=None, tpot_slo=None, attainment=0.9, se
     Poisson rate, or 1 request/s) until the target is bracketed, then by
     bisection to a relative width ``rel_tol``; returns the lower end of the
     bracket (a rate that meets the target). 0.0 when even a trickle of
-    requests misses the target.
+    requests misses the target. Gamma arrivals (``Poisson(rate, burstiness=k)``)
+    keep their burstiness at every rate tried; other arrival processes are
+    replaced by Poisson arrivals. ``config`` may be a ``FleetConfig``.
 
     References
     ----------

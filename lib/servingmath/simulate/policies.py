@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import heapq
 
-from .instance import INF, _IDLE, _MIXED, _PREFILL, _STATIC, _TIMEOUT, _TRANSFER, _WAKE, _Instance
+from .instance import (INF, _IDLE, _MIXED, _PREFILL, _STATIC, _TIMEOUT, _TRANSFER, _WAKE, _Featured, _Instance,
+                       _Tracked)
 
 class PrefillFirst(_Instance):
     """Continuous batching, prefill first (vLLM v0): admit and prefill, else decode."""
 
     __slots__ = ("max_prefill",)
 
-    def __init__(self, engine, index, name, steps, kv_capacity, policy, max_prefill):
-        super().__init__(engine, index, name, steps, kv_capacity, policy.max_batch_size)
+    def __init__(self, engine, index, name, steps, kv_capacity, policy, max_prefill, **options):
+        super().__init__(engine, index, name, steps, kv_capacity, policy.max_batch_size, **options)
         self.max_prefill = max_prefill
 
     def plan(self, t):
@@ -53,8 +54,8 @@ class Chunked(_Instance):
 
     __slots__ = ("budget", "prefilling")
 
-    def __init__(self, engine, index, name, steps, kv_capacity, policy):
-        super().__init__(engine, index, name, steps, kv_capacity, policy.max_batch_size)
+    def __init__(self, engine, index, name, steps, kv_capacity, policy, **options):
+        super().__init__(engine, index, name, steps, kv_capacity, policy.max_batch_size, **options)
         self.budget = policy.token_budget
         self.prefilling = {}  # rid -> tokens of its prompt (+ recomputed output) prefilled so far
 
@@ -69,7 +70,7 @@ class Chunked(_Instance):
 
     def plan(self, t):
         e = self.e
-        spec = e.spec
+        spec = self.spec
         # the decodes' KV for this iteration
         grow = self._spec_tokens() if spec is not None else self.B
         while self.B and self.kv_used + grow > self.kv_cap:
@@ -115,8 +116,8 @@ class Chunked(_Instance):
             finals += n + c == e.prompt[rid] + e.produced[rid]   # the prompt's last chunk: logits
         dur = self.steps.iteration_time(tokens + prefill_tokens, kv + prefill_kv,
                                         pairs + prefill_pairs, logits + finals) + extra
-        if e.draft is not None:
-            dur += e.draft.iteration_time(prefill_tokens, prefill_kv, prefill_pairs, finals)
+        if self.draft is not None:
+            dur += self.draft.iteration_time(prefill_tokens, prefill_kv, prefill_pairs, finals)
         self.action = (chunks, grow, t, dur)
         self._log_action(t, prefill_tokens)
         self._schedule(t + dur, _MIXED)
@@ -146,8 +147,8 @@ class Static(_Instance):
 
     __slots__ = ("timeout",)
 
-    def __init__(self, engine, index, name, steps, kv_capacity, policy):
-        super().__init__(engine, index, name, steps, kv_capacity, policy.batch_size)
+    def __init__(self, engine, index, name, steps, kv_capacity, policy, **options):
+        super().__init__(engine, index, name, steps, kv_capacity, policy.batch_size, **options)
         self.timeout = float(policy.timeout)
 
     def enqueue(self, rid, t):
@@ -187,6 +188,7 @@ class Static(_Instance):
                 batch.append(rid)
                 longest_prompt, longest_out = lp, lo
         self.n_waiting -= len(batch)
+        self.work -= sum(e.prompt[rid] + e.out[rid] for rid in batch)
         b, lp = len(batch), longest_prompt
         # prefill of b prompts padded to the longest
         for rid in batch:
@@ -246,8 +248,8 @@ class PrefillOnly(_Instance):
 
     __slots__ = ("max_prefill", "transfer", "queued_tokens")
 
-    def __init__(self, engine, index, name, steps, kv_capacity, max_prefill, transfer):
-        super().__init__(engine, index, name, steps, kv_capacity, 1 << 30)
+    def __init__(self, engine, index, name, steps, kv_capacity, max_prefill, transfer, **options):
+        super().__init__(engine, index, name, steps, kv_capacity, 1 << 30, **options)
         self.max_prefill = max_prefill
         self.transfer = transfer  # (latency, seconds per prompt token)
         self.queued_tokens = 0
@@ -289,8 +291,8 @@ class DecodeOnly(_Instance):
 
     __slots__ = ("reserved",)
 
-    def __init__(self, engine, index, name, steps, kv_capacity, max_batch):
-        super().__init__(engine, index, name, steps, kv_capacity, max_batch)
+    def __init__(self, engine, index, name, steps, kv_capacity, max_batch, **options):
+        super().__init__(engine, index, name, steps, kv_capacity, max_batch, **options)
         self.reserved = 0  # KV tokens promised to running sequences (prompt + output each)
 
     def plan(self, t):
@@ -317,3 +319,190 @@ class DecodeOnly(_Instance):
     def _release(self, rid):
         self.reserved -= self.e.prompt[rid] + self.e.out[rid]
         super()._release(rid)
+
+
+# ---- the same policies with options (see instance._Featured) -----------------------------------------------
+class PrefillFirstFeatured(_Featured, PrefillFirst):
+    """:class:`PrefillFirst` with a paged KV cache, priority preemption, a speculation switch,
+    a pipeline or a fleet's load tracking."""
+
+    __slots__ = ()
+
+    def plan(self, t):
+        """Prefill first with the KV manager's options, the speculation switch, a pipeline."""
+        if self.hooks:
+            if self.switch is not None:
+                self._check_switch(t)
+            if self.prio_preempt and self.n_waiting:
+                self._preempt_for_priority(False)
+        if self.n_waiting and len(self.running) < self.max_batch:
+            room = self.max_batch - len(self.running)
+            if self.paged:
+                batch, tokens = self._take_prompts_paged(room, 0, self.max_prefill)
+            else:
+                batch, tokens = self._take_prompts(room, self.kv_cap - self.kv_used, self.max_prefill)
+            if batch:
+                e = self.e
+                lengths = []
+                for rid in batch:
+                    self.running[rid] = None
+                    if e.scheduled[rid] != e.scheduled[rid]:
+                        e.scheduled[rid] = t
+                    lengths.append(e.prompt[rid] + e.produced[rid])
+                cached = None
+                if self.paged:
+                    if self.pc is not None:
+                        cached = [e.skip[rid] for rid in batch]
+                else:
+                    self.kv_used += tokens + len(batch)
+                self.action = batch
+                self._log_action(t, tokens)
+                seconds = self._prefill_seconds(lengths, cached)
+                self._schedule(t + seconds if self.pipe is None else self.pipe.submit(t, seconds, tokens),
+                               _PREFILL)
+                return
+        if self.B:
+            self._plan_decode(t)
+
+
+class ChunkedFeatured(_Featured, Chunked):
+    """:class:`Chunked` with the same options."""
+
+    __slots__ = ()
+
+    def _drop_prefill(self, rid):
+        e = self.e
+        del self.prefilling[rid]
+        del self.running[rid]
+        if self.paged:
+            self._release_paged(rid, e.prompt[rid] + e.produced[rid] + 1)
+        else:
+            self.kv_used -= e.prompt[rid] + e.produced[rid] + 1
+
+    def _growth(self):
+        """(tokens, KV tokens) the decodes add in the coming iteration."""
+        if self.spec is not None:
+            return self._spec_growth()
+        if self.bs == 1:
+            return self.B, self.B
+        return self.B, self.bs * self._new_blocks(1)
+
+    def plan(self, t):
+        """Chunked prefill with the KV manager's options, the speculation switch, a pipeline."""
+        e = self.e
+        if self.hooks:
+            if self.switch is not None:
+                self._check_switch(t)
+            if self.prio_preempt and self.n_waiting:
+                self._preempt_for_priority(True)
+        spec = self.spec
+        # the decodes' KV for this iteration
+        grow, kv_grow = self._growth()
+        if self.kv_used + kv_grow > self.kv_cap:
+            if self.pc is not None:
+                self._make_room(kv_grow)
+            while self.B and self.kv_used + kv_grow > self.kv_cap:
+                self._preempt_one()
+                grow, kv_grow = self._growth()
+        budget = self.budget - (self.B * (spec.num_draft_tokens + 1) if spec is not None else self.B)
+        chunks = []
+        if budget > 0:
+            for rid, done in self.prefilling.items():
+                n = min(e.prompt[rid] + e.produced[rid] - done, budget)
+                chunks.append((rid, n, done))
+                budget -= n
+                if budget == 0:
+                    break
+        if budget > 0 and self.n_waiting and len(self.running) < self.max_batch:
+            room = self.max_batch - len(self.running)
+            if self.paged:
+                batch, _ = self._take_prompts_paged(room, kv_grow, INF, budget)
+                for rid in batch:
+                    need, done = e.prompt[rid] + e.produced[rid], e.skip[rid]
+                    self.running[rid] = None
+                    self.prefilling[rid] = done
+                    if e.scheduled[rid] != e.scheduled[rid]:
+                        e.scheduled[rid] = t
+                    n = min(need - done, budget)
+                    chunks.append((rid, n, done))
+                    budget -= n
+            else:
+                batch, _ = self._take_prompts(room, self.kv_cap - self.kv_used - kv_grow, INF)
+                # keep only what this iteration's budget reaches; the rest goes back in order
+                for i, rid in enumerate(batch):
+                    if budget <= 0:
+                        for back in reversed(batch[i:]):
+                            self.waiting[e.prio[back]].appendleft(back)
+                        self.n_waiting += len(batch) - i
+                        break
+                    need = e.prompt[rid] + e.produced[rid]
+                    self.running[rid] = None
+                    self.prefilling[rid] = 0
+                    self.kv_used += need + 1
+                    if e.scheduled[rid] != e.scheduled[rid]:
+                        e.scheduled[rid] = t
+                    n = min(need, budget)
+                    chunks.append((rid, n, 0))
+                    budget -= n
+        if not chunks:
+            if self.B:
+                self._plan_decode(t)
+            return
+        tokens, kv, pairs, logits, extra = self.decode_part()
+        prefill_tokens, prefill_kv, prefill_pairs, finals = 0, 0, 0.0, 0
+        for rid, n, c in chunks:
+            x, y = self.steps.chunk_counts(n, c)
+            prefill_tokens, prefill_kv, prefill_pairs = prefill_tokens + n, prefill_kv + x, prefill_pairs + y
+            finals += n + c == e.prompt[rid] + e.produced[rid]   # the prompt's last chunk: logits
+        dur = self.steps.iteration_time(tokens + prefill_tokens, kv + prefill_kv,
+                                        pairs + prefill_pairs, logits + finals) + extra
+        if self.draft is not None and (self.switch is None or spec is not None):
+            dur += self.draft.iteration_time(prefill_tokens, prefill_kv, prefill_pairs, finals)
+        end = t + dur if self.pipe is None else self.pipe.submit(t, dur, tokens + prefill_tokens)
+        self.action = (chunks, grow, kv_grow, t, end)
+        self._log_action(t, prefill_tokens)
+        self._schedule(end, _MIXED)
+
+    def _apply_mixed(self, t):
+        chunks, grow, kv_grow, start, end = self.action
+        if self.B:
+            self._log_segment(start, 1, end - start, 0.0)
+            self.G += 1
+            self.S += grow
+            self.kv_used += kv_grow
+            self.work -= grow
+            self._finish_decodes(t)
+        e = self.e
+        for rid, n, done in chunks:
+            if rid not in self.prefilling:
+                continue
+            done += n
+            if done < e.prompt[rid] + e.produced[rid]:
+                self.prefilling[rid] = done
+            else:
+                del self.prefilling[rid]
+                self._emit_prefill_token(rid, t)
+
+
+
+class StaticFeatured(_Featured, Static):
+    """:class:`Static` in a fleet that reads its load or feeds it from a central queue."""
+
+    __slots__ = ()
+
+
+class PrefillFirstTracked(_Tracked, PrefillFirst):
+    """:class:`PrefillFirst` in a fleet whose router reads its outstanding tokens."""
+
+    __slots__ = ()
+
+
+class ChunkedTracked(_Tracked, Chunked):
+    """:class:`Chunked` in a fleet whose router reads its outstanding tokens."""
+
+    __slots__ = ()
+
+    def _apply_mixed(self, t):
+        if self.B:
+            self.work -= self.action[1]          # the decodes' tokens of this iteration
+        super()._apply_mixed(t)

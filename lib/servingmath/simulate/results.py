@@ -43,6 +43,8 @@ class RequestRecord(NamedTuple):
     first_token: float
     finish: float
     preemptions: int
+    replica: int = 0
+    cached_tokens: int = 0
 
     @property
     def ttft(self) -> float:
@@ -66,7 +68,9 @@ class Records:
 
     ``records[i]`` is a :class:`RequestRecord`; ``records.ttft`` etc. are arrays.
     ``scheduled`` is when the request was first admitted to a batch (its
-    prefill began); ``preemptions`` counts how often it was evicted and recomputed.
+    prefill began); ``preemptions`` counts how often it was evicted and recomputed;
+    ``replica`` is the replica of a fleet that served it (0 for a single server);
+    ``cached_tokens`` the prompt tokens its first prefill found in the prefix cache.
     """
 
     request_id: np.ndarray
@@ -78,6 +82,13 @@ class Records:
     first_token: np.ndarray
     finish: np.ndarray
     preemptions: np.ndarray
+    replica: np.ndarray = None
+    cached_tokens: np.ndarray = None
+
+    def __post_init__(self):
+        for name in ("replica", "cached_tokens"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(self.request_id.size, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.request_id.size)
@@ -87,7 +98,7 @@ class Records:
         return RequestRecord(i, int(self.priority[i]), int(self.prompt_len[i]), int(self.output_len[i]),
                              float(self.arrival[i]), float(self.scheduled[i]),
                              float(self.first_token[i]), float(self.finish[i]),
-                             int(self.preemptions[i]))
+                             int(self.preemptions[i]), int(self.replica[i]), int(self.cached_tokens[i]))
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -238,8 +249,18 @@ class SimulationResult:
             first_token=np.asarray(engine.first_token, dtype=float),
             finish=np.asarray(engine.finish_time, dtype=float),
             preemptions=np.asarray(engine.preemptions, dtype=np.int64),
+            replica=(np.asarray(engine.replica_of, dtype=np.int64) if engine.replica_of is not None else None),
+            cached_tokens=(np.asarray(engine.cached_tokens, dtype=np.int64) if engine.shared is not None
+                           else None),
         )
         self.instances = [inst.name for inst in engine.instances]
+        self.replicas = [rep.name for rep in engine.replicas]
+        self._instance_replica = [inst.replica for inst in engine.instances]
+        self._prefix_counts = [None if inst.pc is None else (inst.pc.lookups, inst.pc.hits, inst.pc.hit_tokens)
+                               for inst in engine.instances]
+        self._spec_log = [list(inst.spec_log) for inst in engine.instances]
+        self._pipe_busy = [None if inst.pipe is None else list(inst.pipe.busy) for inst in engine.instances]
+        self._scale_log = list(engine.scale_log)
         self._kv_capacity = [inst.kv_cap for inst in engine.instances]
         self._segments = []
         self._series = []
@@ -262,6 +283,9 @@ class SimulationResult:
         self._step_ends = [None] * len(engine.instances)
 
     def __repr__(self) -> str:
+        if hasattr(self.config, "router"):
+            return (f"SimulationResult({len(self.records)} requests, seed={self.seed}, "
+                    f"{len(self.replicas)} replicas, router={type(self.config.router).__name__})")
         return (f"SimulationResult({len(self.records)} requests, seed={self.seed}, "
                 f"policy={type(self.config.policy).__name__})")
 
@@ -293,7 +317,8 @@ class SimulationResult:
             g0 = self._st_g0[i]
             parts.append(self._steps(self._st_inst[i])[g0:g0 + self._st_n[i]])
         for t_emit, inst, g0, steps in self._extra.get(i, ()):
-            parts.append(np.array([t_emit]))
+            if t_emit == t_emit:          # NaN: a new stint without an emission (a speculation switch)
+                parts.append(np.array([t_emit]))
             if steps > 0:
                 parts.append(self._steps(inst)[g0:g0 + steps])
         return np.concatenate(parts)
@@ -423,3 +448,141 @@ class SimulationResult:
         cap = self._kv_capacity[instance]
         out["kv_occupancy"] = out["kv_tokens"] / cap if np.isfinite(cap) else out["kv_tokens"] * np.nan
         return out
+
+    # ---- fleets, prefix caches, speculation switches, pipelines ------------------------------------------------
+    def _replica_index(self, replica):
+        if isinstance(replica, str):
+            if replica not in self.replicas:
+                raise ValueError(f"replica must be one of {self.replicas}, got {replica!r}")
+            return self.replicas.index(replica)
+        if not (isinstance(replica, (int, np.integer)) and 0 <= replica < len(self.replicas)):
+            raise ValueError(f"replica must be an index in [0, {len(self.replicas)}), got {replica!r}")
+        return int(replica)
+
+    def replica_metrics(self, replica, itl: bool = False) -> Metrics:
+        """:meth:`metrics` of the requests one replica served (throughputs over the whole run)."""
+        k = self._replica_index(replica)
+        r = self.records
+        sel = r.replica == k
+        duration = self.duration
+        out = float(r.output_len[sel].sum())
+        nan = Summary(*([float("nan")] * 5), 0)
+        itl_summary = nan
+        if itl:
+            values, weights = [], []
+            for rid in np.flatnonzero(sel):
+                gaps = np.diff(self.token_times(int(rid)))
+                values.append(gaps)
+                weights.append(np.ones(gaps.size, dtype=np.int64))
+            if values:
+                itl_summary = Summary.of(np.concatenate(values), np.concatenate(weights))
+        return Metrics(n_requests=int(sel.sum()), duration=duration,
+                       request_throughput=float(sel.sum()) / duration, output_throughput=out / duration,
+                       total_token_throughput=(out + float(r.prompt_len[sel].sum())) / duration,
+                       ttft=Summary.of(r.ttft[sel]), tpot=Summary.of(r.tpot[sel]), itl=itl_summary,
+                       e2e=Summary.of(r.e2e[sel]), queue_delay=Summary.of(r.queue_delay[sel]),
+                       preemptions=int(r.preemptions[sel].sum()))
+
+    def requests_per_replica(self) -> np.ndarray:
+        """How many requests each replica served."""
+        return np.bincount(self.records.replica, minlength=len(self.replicas))
+
+    def prefix_hit_rate(self, by: str = "requests", replica=None) -> float:
+        """The prefix cache's hit rate over every admission (recomputations included).
+
+        ``by="requests"``: admissions of a request with a shared prefix that found it
+        cached; ``"tokens"``: prompt tokens (of all requests) not prefilled because they
+        were cached. ``replica``: one replica only. NaN without prefix caching.
+        """
+        if by not in ("requests", "tokens"):
+            raise ValueError(f"by must be 'requests' or 'tokens', got {by!r}")
+        k = None if replica is None else self._replica_index(replica)
+        lookups = hits = tokens = 0
+        found = False
+        for inst, counts in enumerate(self._prefix_counts):
+            if counts is None or (k is not None and self._instance_replica[inst] != k):
+                continue
+            found = True
+            lookups, hits, tokens = lookups + counts[0], hits + counts[1], tokens + counts[2]
+        if not found:
+            return float("nan")
+        if by == "requests":
+            return hits / lookups if lookups else float("nan")
+        r = self.records
+        sel = np.ones(len(r), dtype=bool) if k is None else r.replica == k
+        prompt = float(r.prompt_len[sel].sum())
+        return tokens / prompt if prompt else float("nan")
+
+    def speculation_switches(self, instance: int | str = 0) -> list:
+        """(time, on) at every switch of a :class:`~servingmath.simulate.SpeculativeByLoad` instance."""
+        if isinstance(instance, str):
+            if instance not in self.instances:
+                raise ValueError(f"instance must be one of {self.instances}, got {instance!r}")
+            instance = self.instances.index(instance)
+        if not (isinstance(instance, (int, np.integer)) and 0 <= instance < len(self.instances)):
+            raise ValueError(f"instance must be an index in [0, {len(self.instances)}), got {instance!r}")
+        return list(self._spec_log[int(instance)])
+
+    def stage_utilisation(self, instance: int | str = 0) -> np.ndarray:
+        """Busy fraction of each pipeline stage of a pipeline-parallel server over the run
+        (its virtual engines share the stages; NaN for a server without a pipeline)."""
+        if isinstance(instance, str):
+            instance = self.instances.index(instance)
+        busy = self._pipe_busy[int(instance)]
+        if busy is None:
+            return np.array([np.nan])
+        return np.asarray(busy) / self.duration
+
+    def replica_timeline(self):
+        """A fleet's replicas over time, from its autoscaler's decisions.
+
+        Returns a dict of arrays: ``time`` (s, the decisions), ``serving`` (replicas taking
+        requests from that time), ``held`` (replicas holding GPUs: serving, warming up,
+        or draining their last requests) and ``replica_seconds``, the integral of
+        ``held`` over the run (what the GPUs cost, in replica-seconds).
+        """
+        if not self._scale_log:
+            raise ValueError("replica_timeline needs a fleet (FleetConfig)")
+        r = self.records
+        end = float(r.finish.max())
+        n = len(self.replicas)
+        serving = np.zeros(n, dtype=bool)
+        times, n_serving = [], []
+        intervals = {i: [] for i in range(n)}     # per replica: (from, to) it holds GPUs
+        since = {}
+        for t, i, s in sorted(self._scale_log, key=lambda x: x[0]):
+            if s in (1, 2):                        # warming up or serving: held from now on
+                since.setdefault(i, t)
+                serving[i] = s == 2
+            else:                                  # draining or off
+                serving[i] = False
+                if i in since:
+                    stop = t
+                    if s == 3:                     # draining: until its last request (routed before t) ends
+                        mine = (r.replica == i) & (r.arrival <= t)
+                        if mine.any():
+                            stop = max(t, float(r.finish[mine].max()))
+                    intervals[i].append((since.pop(i), stop))
+            times.append(t)
+            n_serving.append(int(serving.sum()))
+        for i, start in since.items():
+            intervals[i].append((start, end))
+        total = 0.0
+        merged = []
+        for i, spans in intervals.items():
+            spans.sort()
+            cur = None
+            for a, b in spans:
+                if cur is not None and a <= cur[1]:
+                    cur[1] = max(cur[1], b)
+                else:
+                    if cur is not None:
+                        merged.append(tuple(cur))
+                    cur = [a, b]
+            if cur is not None:
+                merged.append(tuple(cur))
+        total = sum(max(0.0, min(b, end) - a) for a, b in merged)
+        grid = np.asarray(times)
+        n_held = [sum(1 for a, b in merged if a <= t < b) for t in grid]
+        return {"time": grid, "serving": np.asarray(n_serving), "held": np.asarray(n_held),
+                "replica_seconds": float(total)}

@@ -148,6 +148,10 @@ class LibraryStepTimes(_Iterations):
         c0 = float(time_parts(deployment, zero)["communication"])
         c1 = float(time_parts(deployment, one)["communication"]) - c0
         self._comm0, self._comm1 = c0, c1
+        # NCCL "auto" all-reduces are not affine in the tokens: tabulated per token count instead
+        self._comm_affine = deployment.allreduce.is_affine or self.tensor_parallel == 1
+        self._comm: list[float] = []
+        self._kv_tokens: int | None = None
         # MoE: the stationary weight read per token count, tabulated on demand
         self._wm: list[float] = []
 
@@ -166,8 +170,24 @@ class LibraryStepTimes(_Iterations):
             self._wm += (np.asarray(self._coef.weight_bytes(t, 0.0), dtype=float) / self._bandwidth).tolist()
         return self._wm[tokens]
 
+    def _communication(self, tokens: int) -> float:
+        """Seconds of the all-reduces of an iteration of ``tokens`` tokens (affine, or tabulated)."""
+        if self._comm_affine:
+            return self._comm0 + self._comm1 * tokens
+        if tokens >= len(self._comm):
+            from ..step import time_parts
+
+            start = len(self._comm)
+            t = np.arange(start, max(tokens + 1, 2 * start, 1024), dtype=float)
+            z = np.zeros_like(t)
+            work = iteration_work(self.deployment, Iteration(t, z, z, z))
+            self._comm += np.asarray(time_parts(self.deployment, work)["communication"], dtype=float).tolist()
+        return self._comm[tokens]
+
     def kv_capacity_tokens(self) -> int:
         """KV-cache tokens that fit: :func:`servingmath.memory.max_kv_tokens` of the deployment."""
+        if self._kv_tokens is not None:        # the deployment is frozen: computed once per table
+            return self._kv_tokens
         tokens = max_kv_tokens(self.deployment)
         if tokens <= 0:
             d = self.deployment
@@ -176,7 +196,8 @@ class LibraryStepTimes(_Iterations):
                 f"{self.tensor_parallel} x {self.accelerator.name} at gpu_memory_utilization="
                 f"{float(d.gpu_memory_utilization):g}; raise tensor_parallel, store the weights in fewer bytes, "
                 "or give kv_capacity_tokens")
-        return int(tokens)
+        self._kv_tokens = int(tokens)
+        return self._kv_tokens
 
     def iteration_time(self, tokens: int, kv_tokens: float, attention_pairs: float,
                        logits: int) -> float:
@@ -191,7 +212,8 @@ class LibraryStepTimes(_Iterations):
             t = wm + lin + kv + att
         else:  # roofline
             t = max(wm + kv, lin + att)
-        return t + self._comm0 + self._comm1 * tokens + self.overhead
+        comm = self._comm0 + self._comm1 * tokens if self._comm_affine else self._communication(tokens)
+        return t + comm + self.overhead
 
     def check_against_step_model(self, iteration: Iteration) -> tuple[float, float]:
         """(this table's time, :func:`servingmath.step.step_time`) for one iteration: a self-test."""
@@ -208,7 +230,8 @@ class LibraryStepTimes(_Iterations):
         wm = self._weights(batch) + self._head
         lin = (self.linear_per_token + self.linear_per_logit) * batch
         k, a = self.kv_per_token, self.attention_per_pair
-        base = self._comm0 + self._comm1 * batch + self.overhead
+        comm = self._comm0 + self._comm1 * batch if self._comm_affine else self._communication(batch)
+        base = comm + self.overhead
         if self.overlap == "hybrid":
             return (wm if wm > lin else lin) + base, (k if k > a else a), math.inf
         if self.overlap == "additive":

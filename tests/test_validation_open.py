@@ -1,0 +1,402 @@
+"""The open loader of published measurements, the three prediction paths, calibration families with
+their fallback, leave-one-source-out, the realistic setting's provenance and the continuous-batching
+checks (Little's law, the knee)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from servingmath import memory, settings, validation
+from servingmath.hardware import get_accelerator, list_accelerators
+from servingmath.models import get_model, load_model_config
+from servingmath.validation import (BASELINE, PHYSICAL, Efficiency, engine_scheduler, load_published_measurements,
+                                    parse_parallelism, predict, resolve_accelerator, resolve_model)
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = ["source_title", "source_location", "model", "params_B", "n_layers", "n_kv_heads", "head_dim", "hardware",
+          "n_gpus", "tp", "framework", "dtype_weights", "dtype_kv", "batch_size_or_concurrency", "request_rate",
+          "prompt_len", "output_len", "metric", "value", "units", "notes"]
+
+
+@pytest.fixture(scope="module")
+def open_data():
+    return load_published_measurements(validation.open_data_path())
+
+
+@pytest.fixture(scope="module")
+def open_rows():
+    with validation.open_data_path().open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def write_csv(path, rows):
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row.get(k, "") for k in FIELDS})
+    return path
+
+
+def row(**kw):
+    base = dict(source_title="My bench (2026)", model="Llama-3.1-8B", hardware="H100", n_gpus="1", tp="1",
+                framework="vLLM 0.11", dtype_weights="bf16", dtype_kv="bf16", batch_size_or_concurrency="1",
+                request_rate="static batch", prompt_len="512", output_len="128", metric="itl_ms", value="6.0",
+                units="ms (p50)")
+    base.update(kw)
+    return base
+
+
+# ---- names ----------------------------------------------------------------------------------------
+
+def test_the_general_resolver_reproduces_every_documented_spelling_of_the_book():
+    for text, (name, _) in validation.HARDWARE_MAP.items():
+        assert resolve_accelerator(text)[0].name == name, text
+    for text, (target, _) in validation.MODEL_MAP.items():
+        model, _, _ = resolve_model(text, config_dir=ROOT / "data" / "model-configs")
+        expected = get_model(target).name if not target.endswith(".json") else \
+            load_model_config(ROOT / target).name
+        assert model.name == expected, text
+
+
+@pytest.mark.parametrize("text, name, stated", [
+    ("8xH100", "H100-SXM5-80GB", False), ("H100 SXM 80GB (DGX H100)", "H100-SXM5-80GB", True),
+    ("AMD Instinct MI300X", "MI300X", True), ("TPU v5e-8", "TPU-v5e", True), ("TPU v5e-1", "TPU-v5e", True),
+    ("1 x A100 80G", "A100-SXM4-80GB", False), ("A100 (40GB per rest of blog)", "A100-SXM4-40GB", False),
+    ("4 x H200", "H200-SXM-141GB", False), ("GB200 192GB (GB200 NVL72)", "GB200", True),
+    ("NVIDIA A10G", "A10G", True)])
+def test_hardware_spellings_benchmarks_use(text, name, stated):
+    acc, note = resolve_accelerator(text)
+    assert acc.name == name
+    assert ("form factor not stated" not in note) == stated, note
+
+
+def test_unknown_hardware_names_the_text_and_extra_accelerators_resolve_it():
+    with pytest.raises(KeyError, match="RTX 6000 Pro.*not in the accelerator catalog"):
+        resolve_accelerator("RTX 6000 Pro Blackwell Server Edition")
+    mine = validation.Accelerator.from_numbers("rtx-6000-pro", memory_bytes=96e9, memory_bandwidth=1.8e12,
+                                               peak_flops={"bf16": 500e12})
+    acc, note = resolve_accelerator("RTX 6000 Pro Blackwell Server Edition",
+                                    accelerators={"RTX 6000 Pro Blackwell Server Edition": mine})
+    assert acc is mine and "accelerators=" in note
+
+
+def test_model_names_from_hugging_face_ids_same_shapes_and_config_folders(tmp_path):
+    m, note, dtype = resolve_model("nvidia/Llama-3.1-8B-Instruct-FP8")
+    assert (m.name, dtype) == ("Llama-3.1-8B", "fp8")
+    assert resolve_model("meta-llama/Llama-3.3-70B-Instruct-FP4")[2] == "nvfp4"
+    m, note, _ = resolve_model("meta-llama/Llama-3.3-70B-Instruct")
+    assert m.name == "Llama-3.1-70B" and "same architecture" in note
+    with pytest.raises(KeyError, match="gemma-7b.*config_dir"):
+        resolve_model("google/gemma-7b-it", config_dir=tmp_path)       # an empty folder
+    shutil.copy(ROOT / "data" / "model-configs" / "gemma-7b.json", tmp_path / "gemma-7b.json")
+    m, note, _ = resolve_model("google/gemma-7b-it", config_dir=tmp_path)
+    assert (m.name, m.n_kv_heads, m.head_dim, m.tied_embeddings) == ("Gemma-7B", 16, 256, True)
+    folder = tmp_path / "gemma-2b"
+    folder.mkdir()
+    shutil.copy(ROOT / "data" / "model-configs" / "gemma-2b.json", folder / "config.json")
+    assert resolve_model("gemma-2b", config_dir=[tmp_path])[0].n_kv_heads == 1
+
+
+@pytest.mark.parametrize("tp, gpus, expected", [("4", "", (4, 1)), ("TP4", "4", (4, 1)), ("4x2", "8", (4, 2)),
+                                                ("TP4xDP2", "", (4, 2)), ("tp=4,dp=2", "", (4, 2)),
+                                                ("2", "8", (2, 4)), ("TP1,PP1", "1", (1, 1)), ("", "2", (2, 1))])
+def test_parallelism_as_benchmarks_write_it(tp, gpus, expected):
+    assert parse_parallelism(tp, gpus) == expected
+
+
+@pytest.mark.parametrize("tp, gpus, message", [("TP2,PP2", "4", "pipeline"), ("4x2", "4", "n_gpus 4"),
+                                               ("3", "8", "multiple"), ("four", "", "not a tensor-parallel")])
+def test_parallelism_refuses_what_it_cannot_model(tp, gpus, message):
+    with pytest.raises(ValueError, match=message):
+        parse_parallelism(tp, gpus)
+
+
+# ---- the loader -----------------------------------------------------------------------------------------
+
+def test_every_row_is_a_measurement_or_a_counted_reason(open_data, open_rows):
+    rows = sorted([m.row for m in open_data.measurements] + [u.row for u in open_data.unexpressible])
+    assert rows == list(range(len(open_rows)))
+    assert sum(open_data.reasons().values()) == len(open_data.unexpressible)
+    assert 0 < open_data.expressible_share == len(open_data.measurements) / len(open_rows)
+    # each refusal names its cause; the RTX 6000 Pro is the only part the catalog lacks
+    for u in open_data.unexpressible:
+        assert u.reason and u.category
+        if u.category == "hardware":
+            assert open_rows[u.row]["hardware"].startswith("RTX 6000 Pro")
+    assert {open_rows[u.row]["hardware"] for u in open_data.unexpressible if u.category == "hardware"} == \
+        {r["hardware"] for r in open_rows if r["hardware"].startswith("RTX")}
+
+
+def test_sources_are_identified_by_title_without_a_fixed_list(tmp_path):
+    path = write_csv(tmp_path / "mine.csv", [row(), row(source_title="Someone else's blog - part 2", value="7")])
+    data = load_published_measurements(path)
+    assert [m.source_title for m in data.measurements] == ["My bench (2026)", "Someone else's blog - part 2"]
+    assert data.measurements[1].source == "Someone else's blog"
+    assert len(data.sources()) == 2
+
+
+def test_each_row_takes_the_path_it_was_measured_by(open_data, open_rows):
+    for m in open_data.measurements:
+        raw = open_rows[m.row]
+        rate = raw["request_rate"]
+        if rate == "static batch":
+            assert m.path == "step model"
+        elif raw["batch_size_or_concurrency"] == "runtime-chosen" and raw["prompt_len"].isdigit() \
+                and m.kind == "throughput":
+            assert m.path == "memory wall"
+        else:
+            assert m.path == "simulator" and m.sim is not None
+    paths = open_data.by_path()
+    assert set(paths) == {"step model", "memory wall", "simulator"}
+
+
+def test_the_memory_wall_batch_from_first_principles(open_data):
+    # TensorRT-LLM 1.0, Llama-3.1-8B FP8 on one H100, 2048 + 128 tokens: min(max_batch_size 2048,
+    # KV tokens / whole sequence) with the KV cache 0.9 of the memory left after the weights
+    m = next(m for m in open_data.measurements if m.path == "memory wall" and m.model.name == "Llama-3.1-8B"
+             and m.accelerator.name == "H100-SXM5-80GB" and m.prompt_len == 2048 and m.output_len == 128)
+    assert (m.weight_dtype, m.kv_dtype, m.compute_dtype) == ("fp8", "fp8", "fp8")
+    weights = memory.weight_bytes_per_gpu(m.model, weight_dtype="fp8", tensor_parallel=1)
+    kv_bytes = 0.9 * (80e9 - weights)
+    per_token = memory.kv_bytes_per_token_per_gpu(m.model, kv_dtype="fp8", tensor_parallel=1)
+    assert m.batch_size == min(2048, int(kv_bytes // per_token) // (2048 + 128))
+    assert any("runtime-chosen batch" in a for a in m.assumptions)
+    # its prediction is the static run at that batch
+    t = validation.static_batch_time(m.model, m.accelerator, m.batch_size, 2048, 128, weight_dtype="fp8",
+                                     kv_dtype="fp8", compute_dtype="fp8")
+    assert predict(m) == pytest.approx(m.batch_size * 128 / t, rel=1e-9)
+
+
+def test_unstated_data_types_follow_the_stated_policy_and_say_so(tmp_path):
+    rows = [row(dtype_weights="", dtype_kv="", model="meta-llama/Llama-3.1-8B-Instruct"),
+            row(dtype_weights="fp8", dtype_kv="", framework="TensorRT-LLM 1.0"),
+            row(dtype_weights="fp8", dtype_kv="", framework="vLLM 0.11"),
+            row(dtype_weights="", dtype_kv="", model="nvidia/Llama-3.1-8B-Instruct-FP8", framework="NIM 1.8")]
+    data = load_published_measurements(write_csv(tmp_path / "d.csv", rows))
+    got = [(m.weight_dtype, m.kv_dtype) for m in data.measurements]
+    assert got == [("bf16", "bf16"), ("fp8", "fp8"), ("fp8", "bf16"), ("fp8", "fp8")]
+    for m in data.measurements:
+        assert any("dtype policy 'engine-default'" in a for a in m.assumptions)
+    refused = load_published_measurements(tmp_path / "d.csv", dtype_policy="reject")
+    assert not refused.measurements and refused.reasons() == {"data type unstated": 4}
+    with pytest.raises(ValueError, match="dtype_policy"):
+        load_published_measurements(tmp_path / "d.csv", dtype_policy="guess")
+
+
+def test_bad_input_is_refused_with_its_reason_or_raised_when_strict(tmp_path):
+    rows = [row(hardware="Quantum GPU 9000"), row(model="Mystery-13B"), row(metric="joules"), row(value="-3"),
+            row(tp="TP2,PP2", n_gpus="4"), row(dtype_weights="fp7"), row(prompt_len="a few"),
+            row(request_rate="sometimes"), row(n_layers="33")]
+    data = load_published_measurements(write_csv(tmp_path / "bad.csv", rows))
+    assert not data.measurements
+    assert [u.category for u in data.unexpressible] == ["hardware", "model", "metric", "value",
+                                                        "pipeline parallel", "data type", "lengths", "load", "shape"]
+    assert "Quantum GPU 9000" in data.unexpressible[0].reason and "n_layers = 33" in data.unexpressible[-1].reason
+    with pytest.raises(KeyError, match="Quantum GPU 9000"):
+        load_published_measurements(tmp_path / "bad.csv", strict=True)
+    with pytest.raises(FileNotFoundError, match="not a CSV"):
+        load_published_measurements(tmp_path / "none.csv")
+    (tmp_path / "cols.csv").write_text("model,value\nLlama-3.1-8B,3\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="lacks the columns .*hardware"):
+        load_published_measurements(tmp_path / "cols.csv")
+
+
+def test_tensor_and_data_parallel_rows_split_the_load(tmp_path):
+    rows = [row(tp="TP1xDP2", n_gpus="2", request_rate="inf", batch_size_or_concurrency="concurrency 8",
+                metric="throughput_tok_s", units="output tok/s", value="2000"),
+            row(tp="1", n_gpus="1", request_rate="inf", batch_size_or_concurrency="concurrency 4",
+                metric="throughput_tok_s", units="output tok/s", value="1000")]
+    two, one = load_published_measurements(write_csv(tmp_path / "dp.csv", rows)).measurements
+    assert (two.tensor_parallel, two.data_parallel, two.sim.load) == (1, 2, ("closed", 4))
+    assert two.sim is one.sim or two.sim == one.sim          # one replica of 4 clients, simulated once
+    assert predict(two, BASELINE, seeds=(0,)) == pytest.approx(2 * predict(one, BASELINE, seeds=(0,)), rel=1e-12)
+
+
+# ---- engines, families, fallbacks -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("framework, gpu, offline, policy, budget, seqs", [
+    ("vLLM 0.11", "H100", False, "chunked", 8192, 1024), ("vLLM 0.11", "H100", True, "chunked", 16384, 1024),
+    ("vLLM 0.11", "A100-SXM4-80GB", False, "chunked", 2048, 256), ("vLLM 0.11", "L40S", False, "chunked", 2048, 256),
+    ("vLLM 0.11", "MI300X", False, "chunked", 8192, 1024), ("TensorRT-LLM 1.0", "H200", True, "chunked", 8192, 2048),
+    ("SGLang v0.3.0", "A100", False, "prefill-first", 8192, 4096), ("SGLang v0.3.0", "A10", False, "prefill-first",
+                                                                       2048, 4096)])
+def test_engine_scheduler_defaults_by_engine_version_and_gpu_class(framework, gpu, offline, policy, budget, seqs):
+    s = engine_scheduler(framework, gpu, "Llama-3.1-8B", offline=offline)
+    assert (s["policy"], s["token_budget"], s["max_seqs"]) == (policy, budget, seqs)
+    assert s["label"] and s["source"]
+    if framework.startswith("vLLM"):
+        assert "99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b" in s["source"]
+
+
+def test_vllm_v0_without_chunked_prefill_takes_the_whole_context_as_its_budget():
+    s = engine_scheduler("vLLM v0.6.0", "A100", "Llama-3.1-8B", max_model_len=4096)
+    assert (s["policy"], s["token_budget"], s["max_seqs"]) == ("prefill-first", 4096, 256)
+    assert engine_scheduler("vLLM v0.6.0", "A100", "Llama-2-7B")["token_budget"] == 4096   # max(4096, 2048)
+    assert "0004438383ee731a6e44708609d175c48528a8d0" in s["source"]
+    assert engine_scheduler("my-engine", "A100", "Llama-2-7B")["label"].startswith("engine 'my-engine' not recognised")
+
+
+def test_every_catalog_accelerator_has_a_family_and_the_table_says_fitted_or_fallback(open_data):
+    families = validation.catalog_families()
+    assert set(families) == set(list_accelerators()) and all(families.values())
+    assert families["MI300X"] == families["MI325X"] and families["B200-SXM-180GB"] == families["GB200"]
+    assert families["H200-SXM-141GB"] == families["H100-SXM5-80GB"] == "Hopper"
+    fitted = validation.calibrate([m for m in open_data.measurements if m.family == "Hopper"], basis="per_gpu")
+    table = {r["family"]: r for r in validation.calibration_table(fitted)}
+    assert set(table) >= set(families.values())
+    assert table["Hopper"]["status"] == "fitted" and table["Hopper"]["efficiency"] is fitted["Hopper"]
+    assert table["TPU-v5e"]["status"].startswith("fallback") and table["TPU-v5e"]["efficiency"] == BASELINE
+
+
+def test_a10g_gets_its_stated_tensor_peak_fallback(tmp_path):
+    acc, note = validation.with_tensor_peak(get_accelerator("A10G"), "fp16")
+    assert acc.peak_flops("fp16") == get_accelerator("A10").peak_flops("fp16") and "A10G" in note
+    path = write_csv(tmp_path / "a10g.csv", [row(hardware="NVIDIA A10G", metric="ttft_ms", value="200",
+                                                 prompt_len="1024", output_len="1", model="Llama-2-7B",
+                                                 dtype_weights="fp16", dtype_kv="fp16", units="ms")])
+    m = load_published_measurements(path).measurements[0]
+    assert any("publishes no A10G datasheet" in a for a in m.assumptions)
+    from servingmath.prefill import prefill_time
+
+    assert predict(m) == pytest.approx(prefill_time(m.model, acc, 1024, weight_dtype="fp16", kv_dtype="fp16",
+                                                    compute_dtype="fp16"), rel=1e-12)
+
+
+def test_the_baseline_is_the_books_realistic_setting_exactly(open_data):
+    r = settings.REALISTIC
+    assert (BASELINE.mbu, BASELINE.mfu, BASELINE.step_overhead, BASELINE.allreduce_latency,
+            BASELINE.allreduce_base_latency, BASELINE.link_efficiency) == (
+        r["mbu"], r["mfu"], r["step_overhead"], r["allreduce_latency"], r["allreduce_base_latency"],
+        r["link_efficiency"])
+    book = load_published_measurements()
+    m = book.by_row(10)            # TensorRT-LLM Llama-2-70B on 2 x H100: all-reduces matter
+    assert m.tensor_parallel == 2
+    t = validation.static_batch_time(m.model, m.accelerator, m.batch_size, m.prompt_len, m.output_len,
+                                     weight_dtype=m.weight_dtype, kv_dtype=m.kv_dtype, compute_dtype=m.compute_dtype,
+                                     tensor_parallel=2, setting="realistic")
+    assert predict(m, BASELINE, "per_gpu") == pytest.approx(m.batch_size * m.output_len / t / 2, rel=1e-9)
+    assert predict(m, "realistic", "per_gpu") == predict(m, BASELINE, "per_gpu")
+
+
+# ---- leave one source out ----------------------------------------------------------------------------------
+
+def test_a_held_out_source_never_trains_its_own_prediction(tmp_path):
+    book = load_published_measurements()
+    ms = [m for m in book.measurements if m.path == "step model" and m.family == "A100"]
+    base = validation.leave_one_source_out(ms, bound=False)
+    lmdeploy = [i for i, m in enumerate(ms) if m.source == "LMDeploy"]
+    # change every LMDeploy value tenfold: LMDeploy's own LOSO predictions must not move
+    moved = [m if m.source != "LMDeploy" else dataclasses.replace(m, value=m.value * 10) for m in ms]
+    again = validation.leave_one_source_out(moved, bound=False)
+    assert np.allclose(base.loso[lmdeploy], again.loso[lmdeploy], rtol=1e-12)
+    others = [i for i in range(len(ms)) if i not in lmdeploy]
+    assert not np.allclose(base.loso[others], again.loso[others])
+    assert np.allclose(base.baseline, again.baseline)
+
+
+def test_a_family_without_rows_elsewhere_falls_back_to_the_baseline(open_data):
+    tpu = [m for m in open_data.measurements if m.family == "TPU-v5e"][:3]
+    result = validation.leave_one_source_out(tpu, bound=False)
+    assert result.fallback.all()
+    assert np.allclose(result.loso, result.baseline, rtol=1e-12)
+    summary = result.summary("source")
+    assert list(summary) == [tpu[0].source] and summary[tpu[0].source]["rows"] == 3
+
+
+def test_realistic_setting_provenance_matches_the_numbers_settings_quotes():
+    """settings.py quotes medians from data/published-measurements.csv; this recomputes them and
+    fails if the data, the loader or the step model moves them."""
+    text = Path(settings.__file__).read_text(encoding="utf-8")
+    decode = re.search(r"batch <= 16 reaches a median ([\d.]+) of its physical bound\s*#:\s*\((\d+) rows", text)
+    prefill = re.search(r">= 512 tokens a median ([\d.]+)\s*\((\d+) rows", text)
+    check = re.search(r"= ([\d.]+) of the bound\)", text)
+    assert decode and prefill and check, "settings.py no longer states its provenance in the expected words"
+    p = validation.realistic_provenance()
+    assert (round(p["decode_fraction"], 2), p["decode_rows"]) == (float(decode.group(1)), int(decode.group(2)))
+    assert (round(p["prefill_fraction"], 2), p["prefill_rows"]) == (float(prefill.group(1)), int(prefill.group(2)))
+    assert round(p["check_7b"], 2) == float(check.group(1))
+    assert p["decode_sources"] == ["LMDeploy", "kipply/FasterTransformer"]
+    assert set(p["prefill_sources"]) == {"TensorRT-LLM doc", "LMDeploy", "Databricks", "kipply/FasterTransformer"}
+
+
+# ---- the simulator path -----------------------------------------------------------------------------------
+
+def test_simulated_rows_come_with_seeds_an_interval_and_a_cache(open_data):
+    m = next(m for m in open_data.measurements if m.sim is not None and m.sim.load[0] == "poisson"
+             and m.metric == "ttft_ms")
+    validation._simulate_metrics.cache_clear()
+    r = validation.simulate_measurement(m, BASELINE, seeds=(0, 1, 2))
+    assert r["low"] <= r["mean"] <= r["high"] and len(set(r["values"])) == 3     # Poisson: seeds differ
+    assert r["mean"] == pytest.approx(predict(m, BASELINE, seeds=(0, 1, 2)))
+    hits = validation._simulate_metrics.cache_info().hits
+    predict(m, BASELINE, seeds=(0, 1, 2))
+    assert validation._simulate_metrics.cache_info().hits == hits + 3
+    with pytest.raises(ValueError, match="simulated Measurement"):
+        validation.simulate_measurement(load_published_measurements().by_row(48))
+
+
+def test_a_small_simulation_budget_refuses_offline_latencies_over_long_queues():
+    full = load_published_measurements(validation.open_data_path())
+    small = load_published_measurements(validation.open_data_path(), simulation="small")
+    refused = {u.row for u in small.unexpressible if u.category == "simulation budget"}
+    assert refused and refused.isdisjoint({u.row for u in full.unexpressible})
+    for r in refused:
+        m = full.by_row(r)
+        assert m.kind == "time" and m.sim.load[0] == "offline" and m.sim.n_requests > 600
+    caps = validation.SIM_REQUESTS["small"]
+    for m in small.measurements:
+        if m.sim is not None:
+            cap = {"offline": caps["offline_max"], "closed": caps["closed_max"], "poisson": caps["poisson_max"]}
+            assert m.sim.n_requests <= cap[m.sim.load[0]]
+
+
+# ---- continuous batching: Little's law and the knee ------------------------------------------------------------
+
+def nim_sweep(data):
+    [sweep] = [s for s in validation.concurrency_sweeps(data.measurements) if "NIM" in s["key"]]
+    return sweep
+
+
+def test_littles_law_checks_the_published_sweep_against_itself(open_data):
+    sweep = nim_sweep(open_data)
+    c = np.array(sweep["concurrency"], dtype=float)
+    tok = np.array([m.value for m in sweep["throughput_tok_s"]])
+    ttft = np.array([m.value for m in sweep["ttft_ms"]])
+    tpot = np.array([m.value for m in sweep["tpot_ms"]])
+    in_flight = validation.littles_law_concurrency(tok, 500, ttft, tpot)
+    assert np.allclose(in_flight, c, rtol=0.05)            # a closed loop keeps every client busy
+    assert validation.littles_law_concurrency(100.0, 100, 0.5, 0.0) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="output_throughput"):
+        validation.littles_law_concurrency(0.0, 100, 0.1, 0.01)
+
+
+def test_fit_knee_recovers_a_hinge_and_refuses_too_few_points():
+    x = np.array([1, 5, 25, 50, 100, 150, 200, 250], dtype=float)
+    y = np.where(x < 80, 0.4 + 0.001 * x, 0.48 + 0.5 * (x - 80))
+    assert validation.fit_knee(x, y)["knee"] == pytest.approx(80, abs=2)
+    with pytest.raises(ValueError, match="at least 4"):
+        validation.fit_knee([1, 2, 3], [1, 1, 2])
+    with pytest.raises(ValueError, match="increasing"):
+        validation.fit_knee([1, 3, 2, 4], [1, 1, 2, 3])
+
+
+def test_the_nim_knee_sits_at_the_batch_its_kv_cache_holds(open_data):
+    sweep = nim_sweep(open_data)
+    c = np.array(sweep["concurrency"], dtype=float)
+    ttft = np.array([m.value for m in sweep["ttft_ms"]])
+    knee = validation.fit_knee(c, ttft)["knee"]
+    assert 50 <= knee <= 100
+    spec = sweep["ttft_ms"][0].sim
+    assert 50 <= spec.max_seqs <= 100          # the KV cache of 2 x H100 holds that many 5,500-token requests
+    tokens = memory.max_kv_tokens(spec.model, spec.accelerator, weight_dtype="fp8", kv_dtype="fp8",
+                                  tensor_parallel=2, gpu_memory_utilization=spec.memory_fraction)
+    assert spec.max_seqs == tokens // 5500
