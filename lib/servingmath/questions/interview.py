@@ -568,25 +568,24 @@ _LOWEST = Question(
 )
 
 # ---------------------------------------------------------------- symbolic
-_k = sp.Symbol("k", positive=True)        # KV bytes per token
 _s = sp.Symbol("s", positive=True)        # mean service time
-_n = sp.Symbol("n", positive=True)        # output tokens per request
 _T = sp.Symbol("T", positive=True)        # TPOT
-_lam = sp.Symbol("lam", positive=True)    # arrival rate (named as the prompt writes it)
+_lam = sp.Symbol("lam", positive=True)    # arrival rate (named as the prompt writes it; the book's lambda)
 
 _TPOT_MEMORY = Question(
     "interview.tpot_memory_bound",
-    "Below the knee a decode step is memory-bound. Write its time T(B) as a sympy expression in P "
-    "(parameters), b_w (bytes per weight), B (batch), S (tokens of context per sequence), k (KV bytes per "
-    "token) and W (bandwidth).",
-    answer=lambda p: (P * b_w + B * S * _k) / W,
+    "Below the knee a decode step is memory-bound. Write its time T(B) as a sympy expression in Q_w "
+    "(bytes of weights one step reads: every weight but the input-embedding table, whose few rows are "
+    "gathered), B (batch), S (tokens of context per sequence), k_tok (KV bytes per token) and W "
+    "(bandwidth).",
+    answer=lambda p: (Q_w + B * S * k_tok) / W,
     kind="symbolic",
-    symbols={"P": P, "b_w": b_w, "B": B, "S": S, "k": _k, "W": W},
+    symbols={"Q_w": Q_w, "B": B, "S": S, "k_tok": k_tok, "W": W},
     mistakes=[
         Mistake("Every sequence reads its own KV cache: the KV term grows with B.",
-                lambda p: (P * b_w + S * _k) / W),
+                lambda p: (Q_w + S * k_tok) / W),
         Mistake("The weights are read once per step, shared by the batch, not once per sequence.",
-                lambda p: B * (P * b_w + S * _k) / W),
+                lambda p: B * (Q_w + S * k_tok) / W),
     ],
     chapter="decode", difficulty="easy",
 )
@@ -611,17 +610,17 @@ _MM1 = Question(
 
 _LITTLE = Question(
     "interview.littles_decode_batch",
-    "Requests arrive at lam per second; each produces n output tokens, the first by its prefill and the "
+    "Requests arrive at lam per second; each produces L_o output tokens, the first by its prefill and the "
     "others one per decode step of T seconds. By Little's law, how many sequences are decoding at once on "
-    "average? (a sympy expression in lam, n and T)",
-    answer=lambda p: _lam * (_n - 1) * _T,
+    "average? (a sympy expression in lam, L_o and T)",
+    answer=lambda p: _lam * (L_o - 1) * _T,
     kind="symbolic",
-    symbols={"lam": _lam, "n": _n, "T": _T},
+    symbols={"lam": _lam, "L_o": L_o, "T": _T},
     mistakes=[
-        Mistake("The first token comes out of the prefill: a request spends (n - 1) steps decoding.",
-                lambda p: _lam * _n * _T),
+        Mistake("The first token comes out of the prefill: a request spends (L_o - 1) steps decoding.",
+                lambda p: _lam * L_o * _T),
         Mistake("Little's law multiplies: L = lambda x W, sequences = arrival rate x time each stays.",
-                lambda p: (_n - 1) * _T / _lam),
+                lambda p: (L_o - 1) * _T / _lam),
     ],
     chapter="queueing", difficulty="medium",
 )
