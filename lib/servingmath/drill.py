@@ -599,8 +599,9 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
 CHEAT_ACCELERATORS = ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "MI300X")
 CHEAT_MODELS = ("Llama-3.1-8B", "Mistral-7B", "Qwen2.5-7B", "Llama-2-7B", "Mixtral-8x7B", "Llama-3.1-70B",
                 "Qwen2.5-72B", "Llama-3.1-405B")
-#: Efficiencies of the "realistic" column of the cheat sheet (the rooflines chapter's example).
-CHEAT_EFFICIENCY = {"mfu": 0.5, "mbu": 0.8}
+#: The setting of the "real" columns of the cheat sheet: the book's one realistic setting
+#: (:data:`servingmath.settings.REALISTIC`: MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce).
+CHEAT_SETTING = "realistic"
 
 
 def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_model: str = "Llama-3.1-8B",
@@ -609,7 +610,9 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
 
     Every number is computed when the function runs, from the accelerator and
     model catalogs and the library's formulas, so the sheet cannot drift from
-    the book. Plain ASCII, so it prints anywhere.
+    the book. Each headline is given at the physical bound ("peak") and at the
+    book's realistic setting ("real", :data:`CHEAT_SETTING`). Plain ASCII, so
+    it prints anywhere.
 
     Examples
     --------
@@ -620,29 +623,33 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
     from .decode import knee_batch_size
     from .hardware import get_accelerator
     from .memory import min_tensor_parallel
+    from .moe import weight_bytes_read
     from .parallelism import tensor_parallel_decode_time
     from .models import get_model, kv_bytes_per_token, parameter_count, weight_bytes
     from .roofline import critical_batch_size, ridge_point
     from .slo import READING_WPM, WORDS_PER_TOKEN, tpot_for_reading_speed
 
-    eff = CHEAT_EFFICIENCY
+    real = CHEAT_SETTING
     lines = [
         "CHEAT SHEET -- the arithmetic of LLM serving (computed from the book's catalogs)",
-        "Conventions: dense peak FLOP/s, decimal GB and TB/s, bf16 unless noted, MFU = MBU = 1 unless noted.",
+        "Conventions: dense peak FLOP/s, decimal GB and TB/s, bf16 unless noted. 'peak': the physical bound",
+        "(MFU = MBU = 1, all-reduce bytes at full link bandwidth, no latency); 'real': the book's realistic",
+        "setting (MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce at 80 % link efficiency).",
         "",
         "FORMULAS",
         "  ridge point        R = F / W  FLOP per byte (with efficiencies: F*MFU / (W*MBU))",
-        "  decode step        T(B) = max(M_w / W, 2 P B / F) + B S k / W   (+ 2 all-reduces per layer if TP)",
-        "  knee               B* = R b_w / 2  (bf16: B* ~ R), the same for any TP degree N",
-        "  throughput         X(B) = B / T(B): almost linear below B*, flat above",
-        "  KV per token       k = 2 L K d_h b_kv bytes;   batch limit B_mem = (u M - M_w/N) / (S k/N)",
-        "  TPOT target tau    B_SLO = floor((tau - M_w/W) / (S k / W)) while below the knee",
-        "  prefill            2 P L_p FLOPs (+ attention); compute-bound once L_p is past ~R tokens",
-        "  latency            E2E = TTFT + (n - 1) TPOT;  TPOT = (E2E - TTFT) / (n - 1)",
-        "  queueing           M/M/1 wait = rho s / (1 - rho) (hyperbolic); M/D/1 half; Little L = lambda W",
+        "  weights read       Q_w = P_mm b_w per step: all but the input embedding (B rows gathered)",
+        "  decode step        T(B) = max(Q_w / W, 2 P_mm B / F) + B S k_tok / W + T_0 (+ all-reduces if TP)",
+        "  knee               B* = R b_w / 2  (bf16: the ridge point), the same for any TP degree N",
+        "  throughput         X(B) = B / T(B): almost linear below B*; flat above at the bound only",
+        "  KV per token       k_tok = 2 L K d_h b_kv bytes;  memory wall B_mem = (u M - M_w/N) / (S k_tok/N)",
+        "  TPOT target tau    B_SLO = floor((tau - Q_w/W) / (S k_tok / W)) while below the knee",
+        "  prefill            2 P_mm L_p FLOPs (+ attention); compute-bound once L_p is past ~R tokens",
+        "  latency            E2E = TTFT + (L_o - 1) TPOT;  TPOT = (E2E - TTFT) / (L_o - 1)",
+        "  queueing           W_q = rho s / (1 - rho) for M/M/1 (hyperbolic); M/D/1 half; L = lambda x time",
         "  goodput            req/s meeting every SLO (vLLM); max rate with >= 90 % meeting (DistServe)",
         "",
-        f"ACCELERATORS        (B*: knee of {reference_model} at S = 0, peak and at MFU {eff['mfu']:g} / MBU {eff['mbu']:g})",
+        f"ACCELERATORS        (B*: knee of {reference_model} at S = 0, peak and real)",
         f"  {'name':<16}{'HBM':>8}{'bandwidth':>12}{'bf16 peak':>14}{'ridge':>8}{'fp8 ridge':>11}"
         f"{'B* peak':>9}{'B* real':>9}",
     ]
@@ -655,7 +662,8 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
         lines.append(
             f"  {acc.name:<16}{acc.memory_bytes / 1e9:>5.0f} GB{acc.memory_bandwidth / 1e12:>7.2f} TB/s"
             f"{acc.peak_flops('bf16') / 1e12:>7.0f} TFLOP/s{ridge_point(acc):>8.0f}{fp8:>11}"
-            f"{knee_batch_size(reference_model, acc, 0):>9.0f}{knee_batch_size(reference_model, acc, 0, **eff):>9.0f}")
+            f"{knee_batch_size(reference_model, acc, 0):>9.0f}"
+            f"{knee_batch_size(reference_model, acc, 0, setting=real):>9.0f}")
     ref = get_accelerator(reference_accelerator).name
     lines += [
         f"  B_crit = R b_w / 2, {ref}: bf16 {critical_batch_size(ref):.0f}, int8 "
@@ -663,17 +671,20 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
         f"{critical_batch_size(ref, weight_dtype='int4'):.0f}, fp8 (and fp8 math) "
         f"{critical_batch_size(ref, weight_dtype='fp8', compute_dtype='fp8'):.0f}",
         "",
-        "MODELS (bf16)       weights: the bytes a batch-1 decode step reads (MoE: routed experts only)",
+        "MODELS (bf16)   stored: all weights; read: the bytes a batch-1 step reads (MoE: shared + k experts)",
         f"  TPOT floor: batch 1, S = 0, on the fewest {ref} (TP) that hold weights + 4k tokens",
-        f"  {'model':<16}{'params':>10}{'weights':>10}{'KV/token':>11}{'KV @ 4k tokens':>16}{'TPOT floor':>12}{'TP':>4}",
+        f"  {'model':<16}{'params':>10}{'stored':>9}{'read':>9}{'KV/token':>10}{'KV @ 4k':>10}"
+        f"{'floor peak':>11}{'real':>9}{'TP':>4}",
     ]
     for name in models:
         m = get_model(name)
         kv = kv_bytes_per_token(m)
         tp = min_tensor_parallel(m, ref, 4096)
-        floor = tensor_parallel_decode_time(m, ref, 1, 0, tensor_parallel=tp)
-        lines.append(f"  {m.name:<16}{parameter_count(m) / 1e9:>7.1f} bn{weight_bytes(m) / 1e9:>7.1f} GB"
-                     f"{kv / 1024:>7.0f} KiB{kv * 4096 / 2**30:>12.2f} GiB{floor * 1e3:>9.1f} ms{tp:>4}")
+        floors = [tensor_parallel_decode_time(m, ref, 1, 0, tensor_parallel=tp, setting=st)
+                  for st in ("physical", real)]
+        lines.append(f"  {m.name:<16}{parameter_count(m) / 1e9:>7.1f} bn{weight_bytes(m) / 1e9:>6.1f} GB"
+                     f"{weight_bytes_read(m, 1) / 1e9:>6.1f} GB{kv / 1024:>6.0f} KiB{kv * 4096 / 2**30:>6.2f} GiB"
+                     f"{floors[0] * 1e3:>8.1f} ms{floors[1] * 1e3:>6.1f} ms{tp:>4}")
     reading = tpot_for_reading_speed()
     lines += [
         "",
