@@ -380,8 +380,9 @@ _LINEAR = Question(
     variants={"model": (M8, "Mistral-7B", "Qwen2.5-7B"), "accelerator": (H100, H200), "batch": (16, 32, 64),
               "context": (512, 1024, 2048)},
     mistakes=[
-        Mistake("Latency does not grow linearly with the batch from the start: below the knee the step is "
-                "dominated by the weight read, which all the sequences share.", lambda p: float(p["batch"])),
+        Mistake("Latency does not grow in proportion to the batch: below the knee TPOT is T_w + B c, a straight "
+                "line whose intercept, the weight read all the sequences share, dominates.",
+                lambda p: float(p["batch"])),
         Mistake("TPOT does grow a little: each sequence adds its own KV-cache read (and its share of the "
                 "matmuls).", lambda p: 1.0),
     ],
