@@ -56,13 +56,13 @@ _ACTIVE = Question(
     kind="conceptual",
     key_points=(
         ("the batch's tokens touch more and more distinct experts: E (1 - (1 - k/E)^B) per layer",
-         r"(touch|union|distinct|different|more)[^.]*experts|experts[^.]*(touch|union|distinct|different)|1\s*-\s*\(1\s*-\s*k\s*/\s*E\)"),
+         r"(touch|union|distinct|different|more)[^.]*experts|experts[^.]*?(touch|union|distinct|different)|1\s*-\s*\(1\s*-\s*k\s*/\s*E\)"),
         ("so a step reads most of the weights at moderate batch, not only the active ones",
-         r"(read|load|stream|fetch)[^.]*(most|all|nearly|almost|majority|\d{3} ?GB)|(most|all|nearly all)[^.]*(weights|parameters|model)"),
+         r"(read|load|stream|fetch)[^.]*?(most|all|nearly|almost|majority|\d{3} ?GB)|(most|all|nearly all)[^.]*?(weights|parameters|model)"),
         ("the active count sets the FLOPs per token, so the MoE knee is much larger (E / k)",
-         r"E\s*/\s*k|knee[^.]*(larger|higher|thousands|bigger)|(thousands|larger|higher)[^.]*knee|intensity"),
+         r"E\s*/\s*k|knee[^.]*?(larger|higher|thousands|bigger)|(thousands|larger|higher)[^.]*knee|intensity"),
         ("memory must hold every expert",
-         r"(memory|HBM|capacity|hold|store|fit)[^.]*(all|every|671|total)"),
+         r"(memory|HBM|capacity|hold|store|fit)[^.]*?(all|every|671|total)"),
     ),
     mistakes=[
         _inverted("a batch reads little of the model",
@@ -203,16 +203,17 @@ _MLA = Question(
     "interview_moe.mla_cache",
     "How does DeepSeek's multi-head latent attention (MLA) shrink the KV cache, and what does it do to decode "
     "attention's arithmetic intensity and to tensor parallelism?",
-    answer=lambda p: (
+    answer=Template(
         "MLA caches, per token and layer, one compressed latent of d_c = 512 values and one decoupled RoPE key "
         "of 64 values, shared by all 128 heads, instead of a key and a value per KV head: "
-        f"{kv_bytes_per_token(DS) / 1e3:.0f} kB per token in bf16 for DeepSeek-V3, 71 times less than its "
+        "{kv_kb:.0f} kB per token in bf16 for DeepSeek-V3, 71 times less than its "
         "decompressed K and V and less than GQA with 8 KV heads. The up-projections are absorbed into the query and "
         "the output, so attention runs directly on the latent: each byte of cache read serves all 128 heads, "
         "about 240 FLOPs per byte in bf16, near or above the ridge point, so decode attention becomes "
         "compute-bound where GQA's 2G/b never is. And since the latent is one KV head shared by every head, "
         "tensor parallelism cannot split it: each GPU keeps the whole cache, which is why DeepSeek runs "
-        "attention data-parallel."),
+        "attention data-parallel.",
+        facts=lambda p: {"kv_kb": kv_bytes_per_token(DS) / 1e3}),
     kind="conceptual",
     key_points=(
         ("a compressed latent (plus a small RoPE key) per token and layer, shared by all heads",
