@@ -710,7 +710,7 @@ _PREFILL_DECODE = Question(
 _METRICS = Question(
     "interview.ttft_tpot_e2e",
     "Define TTFT, TPOT and end-to-end latency, and how they relate.",
-    answer=lambda p: (
+    answer=Template(
         "TTFT is the time from the request's arrival to its first output token: queueing plus prefill. "
         "TPOT is the mean time per output token after the first, vLLM's (E2E - TTFT) / (n - 1) for n output "
         "tokens. The end-to-end latency is the time to the last token, E2E = TTFT + (n - 1) x TPOT."),
@@ -780,7 +780,7 @@ _KV_CACHE = Question(
 _TP = Question(
     "interview.tensor_parallel_tradeoff",
     "When does tensor parallelism help a decode deployment, and what does it cost?",
-    answer=lambda p: (
+    answer=Template(
         "It lets a model that does not fit on one GPU run at all, and leaves more memory per GPU for the KV "
         "cache. It lowers TPOT: each of N GPUs reads 1/N of the weights, so the weight-bound step shrinks "
         "almost N-fold. The cost is two all-reduces per layer over NVLink, a latency that does not shrink "
@@ -1079,7 +1079,7 @@ _SPEC = Question(
 _PERCENTILE = Question(
     "interview.percentile_slos",
     "Why are latency SLOs stated as P99 (or P90) and not as means?",
-    answer=lambda p: (
+    answer=Template(
         "A mean hides the tail: a few very slow requests barely move it, yet those users wait. Each user "
         "sends many requests per session, so most users meet the slow tail sooner or later. Near saturation "
         "queueing stretches the tail much faster than the mean (bursts pile up), so a P99 target catches "
