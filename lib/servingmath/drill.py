@@ -231,7 +231,7 @@ def localize(question: Question, lang: str = "zh") -> Question:
     --------
     >>> from servingmath.questions import get_question
     >>> q = localize(get_question("interview.queueing_growth"), "zh")
-    >>> q.prompt[:12]
+    >>> q.prompt[:15]
     '当利用率趋近 1 时，服务器的'
     >>> evaluate(q, "排队延迟按 1/(1 - rho) 增长，呈双曲线。").status
     'incorrect'
