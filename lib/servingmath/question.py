@@ -55,7 +55,8 @@ class Template:
 
     ``facts`` maps the question's parameters to the numbers the answer quotes (computed by the
     library), so every language's answer quotes the same numbers from one computation
-    (:mod:`servingmath.translations`). A Template is called like any ``answer``: ``template(params)``.
+    (:func:`servingmath.drill.localize`, ``data/drill_zh.json``). A Template is called like any ``answer``:
+    ``template(params)``.
 
     >>> t = Template("about {gb:.0f} GB", facts=lambda p: {"gb": 16.06})
     >>> t({}), sorted(template_fields(t.text))
