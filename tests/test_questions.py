@@ -244,6 +244,12 @@ REVERSED = {
     "interview.capacity_planning":
         "Take the prompt and output lengths, find what one replica sustains within the SLOs, divide the peak rate "
         "by it and round down, and plan utilisation near 1, making sure the configuration fits in memory.",
+    "interview_fleet.prefix_aware_routing":
+        "The cache is shared across replicas, so least-loaded routing keeps the hit rate as high as one replica's; "
+        "prefix affinity lowers the hit rate and carries no risk.",
+    "interview_fleet.autoscaling_headroom":
+        "Run a fixed fleet sized for the mean rate; new replicas start at once, so no headroom is needed, and the "
+        "headroom costs more in a bigger fleet.",
     "interview.validate_with_measurement":
         "The model is an upper bound on the step time, so the measurement should be faster; the 53 % ratio means "
         "the model is wrong, and there is nothing to calibrate or check.",
@@ -279,7 +285,7 @@ def _solution_answers():
     import nbformat
 
     found = {}
-    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):     # the interview bank and the chapters' sets
         nb = nbformat.read(path, as_version=4)
         for index, cell in enumerate(nb.cells):
             match = re.search(r"""check\(\s*["']([\w.]+)["']\s*,\s*(\w+)\s*\)""", cell.source)

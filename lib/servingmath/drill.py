@@ -91,7 +91,7 @@ KINDS = ("numeric", "symbolic", "choice", "conceptual")
 CHAPTER_NUMBERS = {"01": "anatomy", "02": "rooflines", "03": "memory", "04": "decode", "05": "prefill",
                    "06": "pareto", "07": "slo", "08": "parallelism", "09": "queueing", "10": "scheduling",
                    "11": "quantization", "12": "speculative", "13": "capacity", "14": "validation",
-                   "16": "moe", "17": "interview"}
+                   "15": "fleet", "16": "moe", "17": "interview"}
 DIFFICULTIES = ("easy", "medium", "hard")
 WIDTH = 92
 _SKIP, _QUIT = {"skip", "pass", "next", "跳过"}, {"quit", "exit", "stop", "退出"}

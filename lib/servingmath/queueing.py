@@ -50,7 +50,7 @@ Examples
 0.2
 >>> mm1_mean_wait(8.0, 0.1)                               # twice the M/D/1 wait
 0.4
->>> round(mm1_sojourn_quantile(8.0, 0.1, 0.99), 3)        # P99 = ln(100) / (mu - lambda)
+>>> round(mm1_sojourn_quantile(0.99, 8.0, 0.1), 3)        # P99 = ln(100) / (mu - lambda)
 2.303
 >>> mm1_mean_wait(12.0, 0.1)                              # rho = 1.2: unstable
 inf
@@ -232,7 +232,7 @@ def mm1_sojourn_cdf(t, arrival_rate, service_time):
     return scalar_or_array(p)
 
 
-def mm1_sojourn_quantile(arrival_rate, service_time, quantile):
+def mm1_sojourn_quantile(q, arrival_rate, service_time):
     """Quantile of the M/M/1 (FCFS) time in system: -ln(1 - q) / (mu - lambda).
 
     P50 = ln 2 / (mu - lambda), P99 = ln 100 / (mu - lambda) = 4.61 x the mean
@@ -240,23 +240,26 @@ def mm1_sojourn_quantile(arrival_rate, service_time, quantile):
 
     Parameters
     ----------
-    quantile : float or array in (0, 1)
-        0.5 for the median (P50), 0.99 for P99.
+    q : float or array in (0, 1)
+        The quantile: 0.5 for the median (P50), 0.99 for P99. First, as in
+        :func:`md1_wait_cdf`'s t (the point, then the queue).
+    arrival_rate, service_time : float or array
+        lambda (requests/s, >= 0) and s (seconds, > 0).
 
     Examples
     --------
-    >>> round(mm1_sojourn_quantile(0.5, 1.0, 0.5), 4)   # 2 ln 2
+    >>> round(mm1_sojourn_quantile(0.5, 0.5, 1.0), 4)   # 2 ln 2
     1.3863
     """
     lam, s = _rates(arrival_rate, service_time)
-    q = _quantile(quantile)
+    q = _quantile(q)
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         x = _unstable_to_inf(-np.log1p(-q) / (1 / s - lam), rho)
     return scalar_or_array(x)
 
 
-def mm1_wait_quantile(arrival_rate, service_time, quantile):
+def mm1_wait_quantile(q, arrival_rate, service_time):
     """Quantile of the M/M/1 (FCFS) wait in the queue: max(0, ln(rho / (1 - q)) / (mu - lambda)).
 
     A fraction 1 - rho of requests find the server idle and wait 0, so every
@@ -265,13 +268,13 @@ def mm1_wait_quantile(arrival_rate, service_time, quantile):
 
     Examples
     --------
-    >>> mm1_wait_quantile(0.5, 1.0, 0.5)    # half the requests do not wait at all
+    >>> mm1_wait_quantile(0.5, 0.5, 1.0)    # half the requests do not wait at all
     0.0
-    >>> round(mm1_wait_quantile(0.5, 1.0, 0.99), 4)   # 2 ln 50
+    >>> round(mm1_wait_quantile(0.99, 0.5, 1.0), 4)   # 2 ln 50
     7.824
     """
     lam, s = _rates(arrival_rate, service_time)
-    q = _quantile(quantile)
+    q = _quantile(q)
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.log(rho / (1 - q)) / (1 / s - lam)
@@ -617,7 +620,7 @@ def _md1_quantile(q: float, lam: float, d: float) -> float:
     return t  # pragma: no cover - Newton converges in a few steps
 
 
-def md1_wait_quantile(arrival_rate, service_time, quantile):
+def md1_wait_quantile(q, arrival_rate, service_time):
     """The q-quantile of the M/D/1 wait in the queue, exactly (the inverse of :func:`md1_wait_cdf`).
 
     Derived in the chapter "Queueing". The wait is 0 with probability
@@ -626,12 +629,13 @@ def md1_wait_quantile(arrival_rate, service_time, quantile):
 
     Parameters
     ----------
+    q : float or array in (0, 1)
+        The quantile: 0.5 for the median (P50), 0.99 for P99. First, like the t of
+        :func:`md1_wait_cdf` (the point, then the queue; scipy's ``ppf(q, ...)``).
     arrival_rate : float or array
         lambda, requests per second, >= 0.
     service_time : float or array
         D, seconds per request, > 0.
-    quantile : float or array in (0, 1)
-        0.5 for the median (P50), 0.99 for P99 (last, as in :func:`mm1_wait_quantile`).
 
     Notes
     -----
@@ -649,17 +653,17 @@ def md1_wait_quantile(arrival_rate, service_time, quantile):
 
     Examples
     --------
-    >>> md1_wait_quantile(8.0, 0.1, 0.1)            # 20 % wait 0
+    >>> md1_wait_quantile(0.1, 8.0, 0.1)            # 20 % wait 0
     0.0
-    >>> round(md1_wait_quantile(8.0, 0.1, 0.5), 4)  # the median wait at rho = 0.8, D = 100 ms
+    >>> round(md1_wait_quantile(0.5, 8.0, 0.1), 4)  # the median wait at rho = 0.8, D = 100 ms
     0.1276
-    >>> q = md1_wait_quantile(8.0, 0.1, 0.99)
+    >>> q = md1_wait_quantile(0.99, 8.0, 0.1)
     >>> round(q, 4), round(md1_wait_cdf(q, 8.0, 0.1), 12)
     (1.0356, 0.99)
-    >>> md1_wait_quantile(10.0, 0.1, 0.5)           # rho = 1: no steady state
+    >>> md1_wait_quantile(0.5, 10.0, 0.1)           # rho = 1: no steady state
     inf
     """
-    q = _quantile(quantile)
+    q = _quantile(q)
     lam, s, rho = _md1_inputs(arrival_rate, service_time)
     qb, lb, sb = np.broadcast_arrays(q, lam, s)
     out = np.empty(qb.shape)
@@ -701,7 +705,8 @@ def _erlang_b(c, a):
 def erlang_c(servers, arrival_rate, service_time):
     """Erlang's C formula: the probability that a request waits in an M/M/c queue.
 
-    Derived in the chapter "Queueing". ``servers`` identical servers (replicas)
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    ``servers`` identical servers (replicas)
     share one FCFS queue; requests arrive as a Poisson stream at
     ``arrival_rate`` and each needs an exponential service of mean
     ``service_time``. A request waits when it finds all c servers busy.
@@ -760,7 +765,8 @@ def erlang_c(servers, arrival_rate, service_time):
 def mmc_mean_wait(servers, arrival_rate, service_time):
     """Mean wait in the queue of the M/M/c queue: W_q = C(c, a) s / (c - a).
 
-    Derived in the chapter "Queueing". ``inf`` where a = lambda s >= c.
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    ``inf`` where a = lambda s >= c.
 
     Notes
     -----
@@ -792,7 +798,8 @@ def mmc_mean_wait(servers, arrival_rate, service_time):
 def mmc_wait_cdf(t, servers, arrival_rate, service_time):
     """P(W <= t) for the M/M/c (FCFS) wait in the queue: 1 - C(c, a) e^{-(c mu - lambda) t}.
 
-    Derived in the chapter "Queueing". The wait is 0 with probability 1 - C
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    The wait is 0 with probability 1 - C
     and otherwise exponential with rate c mu - lambda. 0 for every t where
     a >= c (no steady state).
 
@@ -822,12 +829,13 @@ def mmc_wait_cdf(t, servers, arrival_rate, service_time):
     return scalar_or_array(f)
 
 
-def mmc_wait_quantile(servers, arrival_rate, service_time, quantile):
+def mmc_wait_quantile(q, servers, arrival_rate, service_time):
     """Quantile of the M/M/c (FCFS) wait in the queue: max(0, ln(C / (1 - q)) / (c mu - lambda)).
 
-    Derived in the chapter "Queueing". Every quantile q <= 1 - C(c, a) is 0
-    (those requests find a free server). ``inf`` where a >= c. The argument
-    order follows :func:`mm1_wait_quantile`, its c = 1 case.
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    Every quantile q <= 1 - C(c, a) is 0
+    (those requests find a free server). ``inf`` where a >= c. The quantile
+    comes first, as in :func:`mm1_wait_quantile`, its c = 1 case.
 
     Notes
     -----
@@ -839,16 +847,16 @@ def mmc_wait_quantile(servers, arrival_rate, service_time, quantile):
 
     Examples
     --------
-    >>> mmc_wait_quantile(3, 2.0, 1.0, 0.5)           # 5/9 > 1/2 do not wait
+    >>> mmc_wait_quantile(0.5, 3, 2.0, 1.0)           # 5/9 > 1/2 do not wait
     0.0
-    >>> round(mmc_wait_quantile(3, 2.0, 1.0, 0.99), 4)   # ln((4/9) / 0.01) / (3 - 2)
+    >>> round(mmc_wait_quantile(0.99, 3, 2.0, 1.0), 4)   # ln((4/9) / 0.01) / (3 - 2)
     3.7942
-    >>> mmc_wait_quantile(1, 0.5, 1.0, 0.99) == mm1_wait_quantile(0.5, 1.0, 0.99)
+    >>> mmc_wait_quantile(0.99, 1, 0.5, 1.0) == mm1_wait_quantile(0.99, 0.5, 1.0)
     True
     """
     c = _servers(servers)
     lam, s = _rates(arrival_rate, service_time)
-    q = _quantile(quantile)
+    q = _quantile(q)
     a = lam * s
     p = np.asarray(erlang_c(c, lam, s))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -874,7 +882,8 @@ class PoolingComparison(NamedTuple):
 def pooling_comparison(servers, arrival_rate, service_time, *, quantile=0.99):
     """Pool c servers behind one queue, or split the traffic at random into c queues of one server each?
 
-    Derived in the chapter "Queueing". The same c servers, the same Poisson
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    The same c servers, the same Poisson
     traffic ``arrival_rate`` (the total), the same exponential service of
     mean ``service_time``, at the same utilisation rho = lambda s / c:
 
@@ -937,8 +946,8 @@ def pooling_comparison(servers, arrival_rate, service_time, *, quantile=0.99):
         split_wait_probability=scalar_or_array(rho),
         pooled_mean_wait=mmc_mean_wait(servers, arrival_rate, service_time),
         split_mean_wait=scalar_or_array(mm1_mean_wait(per_server, s)),
-        pooled_wait_quantile=mmc_wait_quantile(servers, arrival_rate, service_time, q),
-        split_wait_quantile=scalar_or_array(mm1_wait_quantile(per_server, s, q)),
+        pooled_wait_quantile=mmc_wait_quantile(q, servers, arrival_rate, service_time),
+        split_wait_quantile=scalar_or_array(mm1_wait_quantile(q, per_server, s)),
     )
 
 
@@ -954,7 +963,8 @@ def _log_hw_ratio(beta: float) -> float:
 def halfin_whitt_wait_probability(beta):
     """The Halfin-Whitt limit of Erlang C: P(wait) ~ 1 / (1 + beta Phi(beta) / phi(beta)).
 
-    Derived in the chapter "Queueing". With c = a + beta sqrt(a) servers for
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    With c = a + beta sqrt(a) servers for
     an offered load of a erlangs, Erlang's C(c, a) tends to this as a grows
     with beta fixed (the "quality-and-efficiency-driven" regime): the
     probability of waiting depends on the safety margin beta alone.
@@ -1012,7 +1022,8 @@ def _count(result, *inputs):
 def square_root_staffing(arrival_rate, service_time, wait_probability):
     """Servers for a target probability of waiting, by the square-root rule: c = ceil(a + beta sqrt(a)).
 
-    Derived in the chapter "Queueing". a = lambda s is the offered load (the
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    a = lambda s is the offered load (the
     servers the traffic keeps busy on average) and beta solves
     :func:`halfin_whitt_wait_probability` (beta) = ``wait_probability``. The
     margin above the load grows like sqrt(a), so a fleet ten times larger
@@ -1069,7 +1080,8 @@ def square_root_staffing(arrival_rate, service_time, wait_probability):
 def erlang_c_servers(arrival_rate, service_time, wait_probability):
     """The smallest number of servers c with Erlang's C(c, a) <= ``wait_probability`` (exact).
 
-    Derived in the chapter "Queueing". Walks c = 1, 2, ... with Erlang B's
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    Walks c = 1, 2, ... with Erlang B's
     recursion (C decreases in c once c > a) and stops at the first c that
     meets the target; at least 1 (also for no traffic).
 
