@@ -244,6 +244,8 @@ def localize(question: Question, lang: str = "zh") -> Question:
     changes = {"prompt": entry.get("prompt", question.prompt)}
     if "answer" in entry and isinstance(question.answer, Template):
         changes["answer"] = Template(entry["answer"], facts=question.answer.facts)
+    elif "answer" in entry and question.kind == "conceptual":     # a model answer that quotes no computed number
+        changes["answer"] = Template(entry["answer"])
     if "key_points" in entry:
         changes["key_points"] = tuple((label, _merged(pattern, other))
                                       for (_, pattern), (label, other) in zip(question.key_points,
