@@ -77,7 +77,23 @@ class Chunked(_Instance):
             self._preempt_one()
             grow = self._spec_tokens() if spec is not None else self.B
         budget = self.budget - (self.B * (spec.num_draft_tokens + 1) if spec is not None else self.B)
-        chunks = []
+        chunks, budget = self._continue_prefills(budget)
+        if budget > 0 and self.n_waiting and len(self.running) < self.max_batch:
+            batch, _ = self._take_prompts(self.max_batch - len(self.running),
+                                          self.kv_cap - self.kv_used - grow, INF)
+            budget = self._admit_within(batch, budget, chunks, t)
+        if not chunks:
+            if self.B:
+                self._plan_decode(t)
+            return
+        dur, tokens, prefill_tokens = self._mixed_time(chunks, self.draft is not None)
+        self.action = (chunks, grow, t, dur)
+        self._log_action(t, prefill_tokens)
+        self._schedule(t + dur, _MIXED)
+
+    def _continue_prefills(self, budget):
+        """The chunks of the prompts already being prefilled, in order, within ``budget`` tokens."""
+        e, chunks = self.e, []
         if budget > 0:
             for rid, done in self.prefilling.items():
                 n = min(e.prompt[rid] + e.produced[rid] - done, budget)
@@ -85,29 +101,33 @@ class Chunked(_Instance):
                 budget -= n
                 if budget == 0:
                     break
-        if budget > 0 and self.n_waiting and len(self.running) < self.max_batch:
-            batch, _ = self._take_prompts(self.max_batch - len(self.running),
-                                          self.kv_cap - self.kv_used - grow, INF)
-            # keep only what this iteration's budget reaches; the rest goes back in order
-            for i, rid in enumerate(batch):
-                if budget <= 0:
-                    for back in reversed(batch[i:]):
-                        self.waiting[e.prio[back]].appendleft(back)
-                    self.n_waiting += len(batch) - i
-                    break
-                need = e.prompt[rid] + e.produced[rid]
-                self.running[rid] = None
-                self.prefilling[rid] = 0
-                self.kv_used += need + 1
-                if e.scheduled[rid] != e.scheduled[rid]:
-                    e.scheduled[rid] = t
-                n = min(need, budget)
-                chunks.append((rid, n, 0))
-                budget -= n
-        if not chunks:
-            if self.B:
-                self._plan_decode(t)
-            return
+        return chunks, budget
+
+    def _admit_within(self, batch, budget, chunks, t):
+        """Start the prompts of ``batch`` that this iteration's budget reaches (their first chunks go to
+        ``chunks``); the rest go back to the queue in order. Returns the budget left."""
+        e = self.e
+        for i, rid in enumerate(batch):
+            if budget <= 0:
+                for back in reversed(batch[i:]):
+                    self.waiting[e.prio[back]].appendleft(back)
+                self.n_waiting += len(batch) - i
+                break
+            need = e.prompt[rid] + e.produced[rid]
+            self.running[rid] = None
+            self.prefilling[rid] = 0
+            self.kv_used += need + 1
+            if e.scheduled[rid] != e.scheduled[rid]:
+                e.scheduled[rid] = t
+            n = min(need, budget)
+            chunks.append((rid, n, 0))
+            budget -= n
+        return budget
+
+    def _mixed_time(self, chunks, with_draft):
+        """(seconds, decode tokens, prefill tokens) of one iteration: the decodes plus ``chunks``
+        (the draft model prefills the same chunks when ``with_draft``)."""
+        e = self.e
         tokens, kv, pairs, logits, extra = self.decode_part()
         prefill_tokens, prefill_kv, prefill_pairs, finals = 0, 0, 0.0, 0
         for rid, n, c in chunks:
@@ -116,11 +136,9 @@ class Chunked(_Instance):
             finals += n + c == e.prompt[rid] + e.produced[rid]   # the prompt's last chunk: logits
         dur = self.steps.iteration_time(tokens + prefill_tokens, kv + prefill_kv,
                                         pairs + prefill_pairs, logits + finals) + extra
-        if self.draft is not None:
+        if with_draft:
             dur += self.draft.iteration_time(prefill_tokens, prefill_kv, prefill_pairs, finals)
-        self.action = (chunks, grow, t, dur)
-        self._log_action(t, prefill_tokens)
-        self._schedule(t + dur, _MIXED)
+        return dur, tokens, prefill_tokens
 
     def _apply_mixed(self, t):
         chunks, grow, start, dur = self.action
@@ -405,14 +423,7 @@ class ChunkedFeatured(_Featured, Chunked):
                 self._preempt_one()
                 grow, kv_grow = self._growth()
         budget = self.budget - (self.B * (spec.num_draft_tokens + 1) if spec is not None else self.B)
-        chunks = []
-        if budget > 0:
-            for rid, done in self.prefilling.items():
-                n = min(e.prompt[rid] + e.produced[rid] - done, budget)
-                chunks.append((rid, n, done))
-                budget -= n
-                if budget == 0:
-                    break
+        chunks, budget = self._continue_prefills(budget)
         if budget > 0 and self.n_waiting and len(self.running) < self.max_batch:
             room = self.max_batch - len(self.running)
             if self.paged:
@@ -428,36 +439,13 @@ class ChunkedFeatured(_Featured, Chunked):
                     budget -= n
             else:
                 batch, _ = self._take_prompts(room, self.kv_cap - self.kv_used - kv_grow, INF)
-                # keep only what this iteration's budget reaches; the rest goes back in order
-                for i, rid in enumerate(batch):
-                    if budget <= 0:
-                        for back in reversed(batch[i:]):
-                            self.waiting[e.prio[back]].appendleft(back)
-                        self.n_waiting += len(batch) - i
-                        break
-                    need = e.prompt[rid] + e.produced[rid]
-                    self.running[rid] = None
-                    self.prefilling[rid] = 0
-                    self.kv_used += need + 1
-                    if e.scheduled[rid] != e.scheduled[rid]:
-                        e.scheduled[rid] = t
-                    n = min(need, budget)
-                    chunks.append((rid, n, 0))
-                    budget -= n
+                budget = self._admit_within(batch, budget, chunks, t)
         if not chunks:
             if self.B:
                 self._plan_decode(t)
             return
-        tokens, kv, pairs, logits, extra = self.decode_part()
-        prefill_tokens, prefill_kv, prefill_pairs, finals = 0, 0, 0.0, 0
-        for rid, n, c in chunks:
-            x, y = self.steps.chunk_counts(n, c)
-            prefill_tokens, prefill_kv, prefill_pairs = prefill_tokens + n, prefill_kv + x, prefill_pairs + y
-            finals += n + c == e.prompt[rid] + e.produced[rid]   # the prompt's last chunk: logits
-        dur = self.steps.iteration_time(tokens + prefill_tokens, kv + prefill_kv,
-                                        pairs + prefill_pairs, logits + finals) + extra
-        if self.draft is not None and (self.switch is None or spec is not None):
-            dur += self.draft.iteration_time(prefill_tokens, prefill_kv, prefill_pairs, finals)
+        dur, tokens, prefill_tokens = self._mixed_time(
+            chunks, self.draft is not None and (self.switch is None or spec is not None))
         end = t + dur if self.pipe is None else self.pipe.submit(t, dur, tokens + prefill_tokens)
         self.action = (chunks, grow, kv_grow, t, end)
         self._log_action(t, prefill_tokens)
