@@ -148,6 +148,8 @@ def _check_size(expression, text: str | None = None):
 # ---------------------------------------------------------------- the parser
 def _symbol_table(symbols) -> dict:
     """The names a formula may use: the question's keys and its symbols' own names (``lam`` and ``lambda``)."""
+    if symbols is not None and not isinstance(symbols, dict):
+        raise TypeError(f"symbols must be a dict of name -> sympy symbol (or None), got {_type_name(type(symbols))}")
     table = {}
     for value in (symbols or {}).values():
         if type(value) is sympy.Symbol:
@@ -219,8 +221,9 @@ class _Builder:
             if name in FUNCTIONS:
                 raise AnswerError(f"{name!r} is a function: write {name}(...) with its argument in brackets.")
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise AnswerError(f"{short(name)} is not a symbol of this question{hint}: use "
-                              f"{self.symbol_list()}.")
+            allowed = (f"the question's symbols are {self.symbol_list()}." if self.symbols
+                       else "the question has no symbols.")
+            raise AnswerError(f"{short(name)} is not a symbol of this question{hint}: {allowed}")
         if kind is ast.UnaryOp and type(node.op) in (ast.USub, ast.UAdd):
             operand = self.build(node.operand)
             return -operand if type(node.op) is ast.USub else operand
@@ -433,7 +436,7 @@ _NUMPY_COMPLEX = frozenset(id(t) for t in set(np.sctypeDict.values()) if issubcl
 
 def _finite(value: float) -> float:
     if not math.isfinite(value):
-        raise AnswerError(f"expected a finite number, got {value}.")
+        raise AnswerError(f"the answer must be a finite number, got {value}.")
     return value
 
 
@@ -465,7 +468,7 @@ def read_object(answer, symbols: dict | None = None):
     ...     read_object([1, 2])
     ... except AnswerError as error:
     ...     print(error)
-    expected a number (or a string such as '12 ms'), got a list.
+    the answer must be a number (or a string such as '12 ms'), got a list.
     """
     kind = type(answer)
     if answer is Ellipsis:
@@ -518,7 +521,7 @@ def read_object(answer, symbols: dict | None = None):
     names = {id(list): "a list", id(tuple): "a tuple", id(dict): "a dict", id(set): "a set",
              id(type(None)): "None"}
     name = names.get(id(kind)) or f"an object of type {_type_name(kind)}"
-    raise AnswerError(f"expected a number (or a string such as '12 ms'), got {name}.")
+    raise AnswerError(f"the answer must be a number (or a string such as '12 ms'), got {name}.")
 
 
 # ---------------------------------------------------------------- the record check() reports

@@ -287,8 +287,9 @@ class Workload:
         with ``.sample(rng, n)``), or a sequence of ``n_requests`` lengths.
         Deterministic given ``seed``.
         """
-        n = int(check_integer("n_requests", n_requests, minimum=1))
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x574B]))
+        n = check_integer("n_requests", n_requests, minimum=1, scalar=True)
+        seed = check_integer("seed", seed, minimum=0, scalar=True)
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x574B]))
 
         def draw(label, spec):
             if hasattr(spec, "sample"):
@@ -775,7 +776,7 @@ def dataset_lengths(name: str) -> DatasetLengths:
     table = _datasets()["datasets"]
     if not isinstance(name, str) or name not in table:
         from ._validation import unknown_name
-        raise unknown_name("dataset", name, table)
+        raise unknown_name("dataset name", name, table)
     entry = table[name]
     return DatasetLengths(name=name, notes=entry.get("notes", ""), spearman=entry.get("spearman"),
                           arrivals=entry.get("arrivals"), **{k: entry[k] for k in _DATASET_FIELDS})
