@@ -268,6 +268,16 @@ def check_same_size(**arrays):
     return arrays
 
 
+def check_real(name: str, value) -> float:
+    """One real number as a float, for display: NaN and inf pass (they print), text, None and arrays do not."""
+    if isinstance(value, (str, bytes, bool)) or value is None or np.ndim(value) != 0:
+        raise TypeError(f"{name} must be one real number, got {value!r:.60}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be one real number, got {value!r:.60}") from None
+
+
 def check_nonempty(name: str, value):
     """Refuse an empty array where at least one value is needed; returns the value unchanged."""
     if np.size(value) == 0:

@@ -108,7 +108,13 @@ class Formula(str):
 
 
 def short(text, limit: int = 40) -> str:
-    """``text`` quoted for a message: at most ``limit`` characters, control characters removed."""
+    """``text`` quoted for a message: at most ``limit`` characters, control characters removed.
+
+    Examples
+    --------
+    >>> short("abc"), short("x" * 50, limit=10)
+    ("'abc'", "'xxxxxxxxx…'")
+    """
     text = re.sub(r"[\x00-\x1f\x7f]", " ", str(text))
     if len(text) > limit:
         text = text[: limit - 1] + "…"

@@ -889,7 +889,13 @@ def _catalog() -> dict[str, ModelConfig]:
 
 
 def list_models() -> list[str]:
-    """Names of the catalog models."""
+    """Names of the catalog models.
+
+    Examples
+    --------
+    >>> "Llama-3.1-8B" in list_models()
+    True
+    """
     return list(_catalog())
 
 
@@ -900,6 +906,12 @@ def get_model(name) -> ModelConfig:
     ------
     KeyError
         For an unknown name, with the closest catalog names.
+
+    Examples
+    --------
+    >>> m = get_model("Llama-3.1-8B")
+    >>> m.name, m.n_layers, m.n_kv_heads
+    ('Llama-3.1-8B', 32, 8)
     """
     if isinstance(name, (ModelConfig, ModelTotals)):
         return name
@@ -1071,7 +1083,13 @@ def kv_bytes_per_token(model, dtype: str = "bf16") -> float:
 
 
 def check_context_len(model, context_len, name: str = "context_len"):
-    """Check 0 <= context_len <= the model's maximum; return it as an array."""
+    """Check 0 <= context_len <= the model's maximum; return it as an array.
+
+    Examples
+    --------
+    >>> check_context_len("Llama-3.1-8B", [1024, 8192])
+    array([1024., 8192.])
+    """
     model = get_model(model)
     arr = check_nonnegative(name, context_len)
     check_integer(name, arr, minimum=0)

@@ -382,6 +382,11 @@ def chat_workload(n_requests: int = 1000, seed: int = 0) -> Workload:
     Synthetic and illustrative: lognormal prompts (median 600, sigma 0.8,
     clipped to [16, 2048]) and outputs (median 250, sigma 0.6, clipped to
     [8, 1024]), deterministic given ``seed``.
+
+    Examples
+    --------
+    >>> chat_workload(100, seed=0)
+    Workload('synthetic chat', 100 requests, mean prompt 811 tokens, mean output 312 tokens)
     """
     w = Workload.sample(n_requests, CHAT_PROMPT, CHAT_OUTPUT, seed=seed)
     return Workload(w.prompt_lens, w.output_lens, name="synthetic chat")
@@ -719,7 +724,13 @@ _DATASETS_CACHE: dict = {}
 
 
 def dataset_names() -> list[str]:
-    """Names of the datasets whose length statistics ship with the book."""
+    """Names of the datasets whose length statistics ship with the book.
+
+    Examples
+    --------
+    >>> "azure-conversation-2023" in dataset_names()
+    True
+    """
     return list(_datasets()["datasets"])
 
 
