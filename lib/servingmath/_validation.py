@@ -268,6 +268,23 @@ def check_same_size(**arrays):
     return arrays
 
 
+class MissingFileError(FileNotFoundError, ValueError):
+    """A path that names no file: bad input (a ``ValueError``) and a ``FileNotFoundError``."""
+
+
+def check_path(name: str, value):
+    """A ``str`` or ``os.PathLike`` as a :class:`pathlib.Path`; a ``TypeError`` naming ``name`` otherwise.
+
+    (An ``int`` would be read by ``open()`` as a file descriptor: 0 is standard input.)
+    """
+    import os
+    import pathlib
+
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or pathlib.Path), got {type(value).__name__} {value!r:.60}")
+    return pathlib.Path(value)
+
+
 def check_real(name: str, value) -> float:
     """One real number as a float, for display: NaN and inf pass (they print), text, None and arrays do not."""
     if isinstance(value, (str, bytes, bool)) or value is None or np.ndim(value) != 0:

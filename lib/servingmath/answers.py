@@ -64,6 +64,8 @@ import time
 import numpy as np
 import sympy
 
+from ._validation import check_positive
+
 __all__ = ["AnswerError", "AnswerTimeout", "Formula", "FUNCTIONS", "MAX_TEXT", "parse_formula", "formula_text",
            "read_object", "to_record", "from_record", "time_limit", "call_with_time_limit", "short"]
 
@@ -563,6 +565,11 @@ def from_record(record) -> object:
     Returns ``...``, a ``float``, a ``str``, a :class:`Formula` (text to be read by
     :func:`parse_formula`) or raises :class:`AnswerError` (with the sentence of an ``invalid``
     record).
+
+    Examples
+    --------
+    >>> from_record({"kind": "number", "value": "0.5"}), from_record({"kind": "text", "value": "12 ms"})
+    (0.5, '12 ms')
     """
     if type(record) is not dict:
         raise AnswerError("the answer record could not be read.")
@@ -597,6 +604,13 @@ def time_limit(seconds: float | None):
     Works in the main thread of a POSIX process; elsewhere (or with ``None``) the block runs
     without a limit. Pure-Python work such as sympy's simplification is interrupted; the parser's
     size limits keep the C-level work (big-integer arithmetic) small.
+
+    Examples
+    --------
+    >>> with time_limit(5.0):
+    ...     total = sum(range(1000))
+    >>> total
+    499500
     """
     usable = (seconds is not None and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
@@ -623,7 +637,15 @@ def call_with_time_limit(function, *args, timeout: float):
     the caller, whatever it does. Raises :class:`AnswerTimeout` on timeout and :class:`RuntimeError`
     when the child dies or returns something unreadable. Where ``os.fork`` does not exist, the call
     runs in this process under :func:`time_limit`.
+
+    Examples
+    --------
+    >>> call_with_time_limit(repr, 2.5, timeout=5.0)
+    '2.5'
     """
+    if not callable(function):
+        raise TypeError(f"function must be callable, got {type(function).__name__} {function!r:.60}")
+    timeout = check_positive("timeout", timeout, scalar=True)
     if not hasattr(os, "fork"):  # pragma: no cover - Windows
         with time_limit(timeout):
             return function(*args)

@@ -383,9 +383,19 @@ def deployment_function(func=None, **defaults):
     ``func``. Its signature, as ``help()`` shows it, lists them all.
     ``@deployment_function(compute_dtype="auto")`` changes a default for the
     deployments this function builds from a model and an accelerator.
+
+    Examples
+    --------
+    >>> def gpus(dep):
+    ...     return dep.n_gpus
+    >>> gpus = deployment_function(gpus)
+    >>> gpus("Llama-3.1-70B", "H100", tensor_parallel=4)
+    4
     """
     if func is None:
         return lambda f: deployment_function(f, **defaults)
+    if not callable(func):
+        raise TypeError(f"func must be a function of (deployment, ...), got {type(func).__name__} {func!r:.60}")
     for name in defaults:
         if name not in DEPLOYMENT_OPTIONS:
             raise TypeError(f"unknown deployment option {name!r} in the defaults of a deployment function")

@@ -500,5 +500,14 @@ def combine(overlap: str, parts: dict):
 
 
 def step_time(deployment: Deployment, work: Work):
-    """Seconds for one forward iteration: :func:`time_parts` combined by the deployment's overlap model."""
+    """Seconds for one forward iteration: :func:`time_parts` combined by the deployment's overlap model.
+
+    Examples
+    --------
+    >>> from servingmath.deployment import Deployment
+    >>> dep = Deployment.build("Llama-2-7B", "A100", mbu=0.5)
+    >>> round(step_time(dep, iteration_work(dep, Iteration.of(dep.model, new_tokens=2048))) * 1e3, 2)   # ms
+    88.55
+    """
+    check_instance("deployment", deployment, Deployment)
     return combine(deployment.overlap, time_parts(deployment, work))
