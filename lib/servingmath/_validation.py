@@ -285,6 +285,20 @@ def check_path(name: str, value):
     return pathlib.Path(value)
 
 
+def check_seeds(name: str, value) -> tuple:
+    """A non-empty sequence of seeds (whole numbers >= 0) as a tuple of ints.
+
+    >>> check_seeds("seeds", (0, 1, 2))
+    (0, 1, 2)
+    """
+    if isinstance(value, (str, bytes)) or not np.iterable(value):
+        raise TypeError(f"{name} must be a sequence of seeds (whole numbers >= 0) such as (0, 1, 2), got {value!r:.60}")
+    seeds = tuple(check_integer(name, s, minimum=0, scalar=True) for s in value)
+    if not seeds:
+        raise ValueError(f"{name} must hold at least one seed, got an empty sequence")
+    return seeds
+
+
 def check_real(name: str, value) -> float:
     """One real number as a float, for display: NaN and inf pass (they print), text, None and arrays do not."""
     if isinstance(value, (str, bytes, bool)) or value is None or np.ndim(value) != 0:
