@@ -105,4 +105,6 @@ def test_grading_the_plain_exercise_with_no_variants(tmp_path):
     assert grade.status == "ok" and grade.score == 0
     assert set(grade.results.values()) == {"not attempted"}
     text = (tmp_path / "g" / "open_answers.md").read_text()
-    assert "Q10 (open)" in text and "*Write your answer here.*" in text
+    first_open = next(line for cell in nbformat.read(TEMPLATE, as_version=4).cells for line in cell.source.splitlines()
+                      if line.startswith("### ") and "(open)" in line)
+    assert first_open[4:].split(".")[0] in text and "*Write your answer here.*" in text

@@ -44,20 +44,20 @@ def test_textbook_values_at_half_load():
 
 def test_mm1_sojourn_is_exponential_with_rate_mu_minus_lambda():
     lam, s = 8.0, 0.1                            # mu - lambda = 2 /s
-    assert q.mm1_sojourn_quantile(lam, s, 0.5) == pytest.approx(math.log(2) / 2)
-    assert q.mm1_sojourn_quantile(lam, s, 0.99) == pytest.approx(math.log(100) / 2)
+    assert q.mm1_sojourn_quantile(0.5, lam, s) == pytest.approx(math.log(2) / 2)
+    assert q.mm1_sojourn_quantile(0.99, lam, s) == pytest.approx(math.log(100) / 2)
     assert q.mm1_sojourn_cdf(math.log(100) / 2, lam, s) == pytest.approx(0.99)
     # P99 / mean = ln 100 = 4.61 whatever the load
     for rho in (0.1, 0.5, 0.9):
-        assert q.mm1_sojourn_quantile(rho, 1.0, 0.99) / q.mm1_mean_sojourn(rho, 1.0) == pytest.approx(
+        assert q.mm1_sojourn_quantile(0.99, rho, 1.0) / q.mm1_mean_sojourn(rho, 1.0) == pytest.approx(
             math.log(100))
 
 
 def test_mm1_wait_quantile_has_an_atom_at_zero():
     # P(W_q = 0) = 1 - rho: every quantile up to 1 - rho is zero
-    assert q.mm1_wait_quantile(0.3, 1.0, 0.7) == 0.0
-    assert q.mm1_wait_quantile(0.3, 1.0, 0.69) == 0.0
-    w99 = q.mm1_wait_quantile(0.5, 1.0, 0.99)
+    assert q.mm1_wait_quantile(0.7, 0.3, 1.0) == 0.0
+    assert q.mm1_wait_quantile(0.69, 0.3, 1.0) == 0.0
+    w99 = q.mm1_wait_quantile(0.99, 0.5, 1.0)
     assert 0.5 * math.exp(-0.5 * w99) == pytest.approx(0.01)   # P(W_q > t) = rho e^{-(mu-lambda) t}
 
 
@@ -86,8 +86,8 @@ def test_unstable_queues_give_inf_explicitly():
         assert f(1.0, 1.0) == math.inf
         assert f(2.0, 1.0) == math.inf
     assert q.mg1_mean_wait(2.0, 1.0, 0.3) == math.inf
-    assert q.mm1_sojourn_quantile(1.5, 1.0, 0.99) == math.inf
-    assert q.mm1_wait_quantile(1.5, 1.0, 0.99) == math.inf
+    assert q.mm1_sojourn_quantile(0.99, 1.5, 1.0) == math.inf
+    assert q.mm1_wait_quantile(0.99, 1.5, 1.0) == math.inf
     assert q.mm1_sojourn_cdf(10.0, 1.5, 1.0) == 0.0
     # arrays: finite below saturation, inf above, no warnings
     with np.errstate(all="raise"):
@@ -100,7 +100,7 @@ def test_vectorised_and_scalar_types():
     w = q.md1_mean_wait(lam, 0.1)
     assert isinstance(w, np.ndarray) and w.shape == (10,)
     assert isinstance(q.md1_mean_wait(1.0, 0.1), float)
-    grid = q.mm1_sojourn_quantile(lam[:, None], 0.1, np.array([0.5, 0.9, 0.99]))
+    grid = q.mm1_sojourn_quantile(np.array([0.5, 0.9, 0.99]), lam[:, None], 0.1)
     assert grid.shape == (10, 3)
     assert np.all(np.diff(grid, axis=0) > 0) and np.all(np.diff(grid, axis=1) > 0)
 
@@ -120,7 +120,7 @@ def test_md1_max_rate_inverts_the_mean_sojourn(s, factor):
 def test_mm1_max_rate_inverts_mean_and_quantiles(s, factor, quantile):
     target = s * factor * (1 if quantile is None else -math.log1p(-quantile))
     lam = q.mm1_max_arrival_rate(s, target, quantile)
-    got = q.mm1_mean_sojourn(lam, s) if quantile is None else q.mm1_sojourn_quantile(lam, s, quantile)
+    got = q.mm1_mean_sojourn(lam, s) if quantile is None else q.mm1_sojourn_quantile(quantile, lam, s)
     assert got == pytest.approx(target, rel=1e-9)
 
 
@@ -162,8 +162,8 @@ def test_prefill_slo_rate_is_where_mean_ttft_meets_the_slo():
     (lambda: q.mm1_mean_wait(-1.0, 0.1), "arrival_rate"),
     (lambda: q.md1_mean_wait(1.0, 0.0), "service_time"),
     (lambda: q.mg1_mean_wait(1.0, 0.1, -0.1), "service_time_std"),
-    (lambda: q.mm1_sojourn_quantile(1.0, 0.1, 1.0), "quantile"),
-    (lambda: q.mm1_sojourn_quantile(1.0, 0.1, 99), "quantile"),
+    (lambda: q.mm1_sojourn_quantile(1.0, 1.0, 0.1), "quantile"),
+    (lambda: q.mm1_sojourn_quantile(99, 1.0, 0.1), "quantile"),
     (lambda: q.utilisation(np.array([1.0, -2.0]), 0.1), "arrival_rate"),
     (lambda: q.littles_law(1.0, -1.0), "mean_time_in_system"),
     (lambda: q.md1_max_arrival_rate(0.1, -1.0), "mean_sojourn"),
@@ -310,18 +310,18 @@ def test_md1_cdf_is_a_cdf(rho, xs):
 @settings(max_examples=30)
 @given(st.floats(0.01, 0.99), st.floats(0.001, 0.9999))
 def test_md1_quantile_inverts_the_cdf(rho, p):
-    w = q.md1_wait_quantile(rho / 0.03, 0.03, p)
+    w = q.md1_wait_quantile(p, rho / 0.03, 0.03)
     if p <= 1 - rho:
         assert w == 0.0
     else:
         assert q.md1_wait_cdf(w, rho / 0.03, 0.03) == pytest.approx(p, rel=1e-9)
-        assert q.md1_wait_quantile(rho / 0.03, 0.03, min(p * 1.0001, 0.99995)) >= w
+        assert q.md1_wait_quantile(min(p * 1.0001, 0.99995), rho / 0.03, 0.03) >= w
 
 
 def test_md1_quantiles_vectorise_and_keep_scalars_scalar():
-    w = q.md1_wait_quantile(8.0, 0.1, np.array([0.5, 0.9, 0.99]))
+    w = q.md1_wait_quantile(np.array([0.5, 0.9, 0.99]), 8.0, 0.1)
     assert isinstance(w, np.ndarray) and w.shape == (3,) and np.all(np.diff(w) > 0)
-    assert isinstance(q.md1_wait_quantile(8.0, 0.1, 0.5), float)
+    assert isinstance(q.md1_wait_quantile(0.5, 8.0, 0.1), float)
     grid = q.md1_wait_cdf(np.array([0.1, 1.0])[:, None], np.array([2.0, 8.0]), 0.1)
     assert grid.shape == (2, 2) and grid[0, 0] > grid[0, 1]
 
@@ -350,14 +350,14 @@ M8, H100, LP = "Llama-3.1-8B", "H100", 2048
 def test_chapter_09_tail_from_the_exact_distribution():
     d = prefill_time(M8, H100, LP)
     lam = q.prefill_max_arrival_rate(0.2, M8, H100, LP)          # where the mean TTFT is 200 ms
-    ttft = q.md1_wait_quantile(lam, d, np.array([0.5, 0.99])) + d
+    ttft = q.md1_wait_quantile(np.array([0.5, 0.99]), lam, d) + d
     within = q.md1_wait_cdf(0.2 - d, lam, d)
     assert lam * d == pytest.approx(0.9189, abs=1e-4)
     assert ttft[0] == pytest.approx(0.1447, abs=5e-4) and ttft[1] == pytest.approx(0.8483, abs=5e-4)
     assert within == pytest.approx(0.632, abs=1e-3)
     # the review's figures (issue 18: P50 ~146 ms, P99 ~860 ms, ~63 % within 200 ms) are for rho = 0.92
     # and D = 30 ms exactly
-    review = q.md1_wait_quantile(0.92 / 0.03, 0.03, np.array([0.5, 0.99])) + 0.03
+    review = q.md1_wait_quantile(np.array([0.5, 0.99]), 0.92 / 0.03, 0.03) + 0.03
     assert review[0] == pytest.approx(0.146, abs=1e-3) and review[1] == pytest.approx(0.860, abs=1e-3)
     assert q.md1_wait_cdf(0.17, 0.92 / 0.03, 0.03) == pytest.approx(0.63, abs=5e-3)
     # and the book's simulator agrees, five seeds of 4000 requests (the first 10 % dropped)
@@ -371,9 +371,9 @@ def test_chapter_09_tail_from_the_exact_distribution():
         p90s.append(np.percentile(t, 90))
         shares.append(np.mean(t <= 0.2))
     assert inside(ttft[0], seed_interval(p50s))
-    assert inside(q.md1_wait_quantile(lam, d, 0.9) + d, seed_interval(p90s))
+    assert inside(q.md1_wait_quantile(0.9, lam, d) + d, seed_interval(p90s))
     assert inside(within, seed_interval(shares))
-    assert not inside(q.mm1_wait_quantile(lam, d, 0.5) + d, seed_interval(p50s))   # not M/M/1
+    assert not inside(q.mm1_wait_quantile(0.5, lam, d) + d, seed_interval(p50s))   # not M/M/1
 
 
 # ---- M/M/c: Erlang C, quantiles, pooling, staffing ---------------------------------------------------------------
@@ -427,7 +427,7 @@ def test_mmc_properties(c, rho, s):
     assert q.mmc_mean_wait(c + 1, lam, s) <= w + 1e-15                # one more server: less waiting
     assert q.erlang_c(c, lam * 1.01, s) >= q.erlang_c(c, lam, s) - 1e-15
     for p in (0.5, 0.9, 0.99):
-        x = q.mmc_wait_quantile(c, lam, s, p)
+        x = q.mmc_wait_quantile(p, c, lam, s)
         if x > 0:
             assert q.mmc_wait_cdf(x, c, lam, s) == pytest.approx(p, rel=1e-9)
         else:
@@ -439,7 +439,7 @@ def test_mmc_properties(c, rho, s):
 def test_mmc_unstable_and_idle():
     assert q.erlang_c(4, 4.0, 1.0) == 1.0 and q.erlang_c(4, 9.0, 1.0) == 1.0
     assert q.mmc_mean_wait(4, 4.0, 1.0) == math.inf
-    assert q.mmc_wait_quantile(4, 5.0, 1.0, 0.5) == math.inf
+    assert q.mmc_wait_quantile(0.5, 4, 5.0, 1.0) == math.inf
     assert q.mmc_wait_cdf(3.0, 4, 5.0, 1.0) == 0.0
     assert q.erlang_c(4, 0.0, 1.0) == 0.0 and q.mmc_mean_wait(4, 0.0, 1.0) == 0.0
     with np.errstate(all="raise"):
@@ -673,12 +673,12 @@ def test_burst_drain_time_matches_a_deterministic_simulation():
 @pytest.mark.parametrize("call, name", [
     (lambda: q.md1_wait_cdf(-1.0, 8.0, 0.1), "t"),
     (lambda: q.md1_wait_cdf(1.0, -8.0, 0.1), "arrival_rate"),
-    (lambda: q.md1_wait_quantile(8.0, 0.1, 1.5), "quantile"),
-    (lambda: q.md1_wait_quantile(8.0, 0.0, 0.5), "service_time"),
+    (lambda: q.md1_wait_quantile(1.5, 8.0, 0.1), "quantile"),
+    (lambda: q.md1_wait_quantile(0.5, 8.0, 0.0), "service_time"),
     (lambda: q.erlang_c(0, 1.0, 1.0), "servers"),
     (lambda: q.erlang_c(2.5, 1.0, 1.0), "servers"),
     (lambda: q.mmc_mean_wait(2, 1.0, -1.0), "service_time"),
-    (lambda: q.mmc_wait_quantile(2, 1.0, 1.0, 0.0), "quantile"),
+    (lambda: q.mmc_wait_quantile(0.0, 2, 1.0, 1.0), "quantile"),
     (lambda: q.pooling_comparison(4, 1.0, 1.0, quantile=2.0), "quantile"),
     (lambda: q.square_root_staffing(10.0, 1.0, 1.0), "wait_probability"),
     (lambda: q.erlang_c_servers(10.0, 1.0, 0.0), "wait_probability"),
@@ -704,7 +704,7 @@ def test_new_functions_name_the_bad_parameter(call, name):
 
 def test_unstable_queues_give_inf_not_nan():
     with np.errstate(all="raise"):
-        assert q.md1_wait_quantile(10.0, 0.1, 0.5) == math.inf
+        assert q.md1_wait_quantile(0.5, 10.0, 0.1) == math.inf
         assert q.md1_wait_cdf(5.0, 12.0, 0.1) == 0.0
         assert q.kingman_mean_wait(10.0, 0.1, 2.0, 1.0) == math.inf
         assert q.gamma_m1_mean_wait(12.0, 0.1, 0.5) == math.inf

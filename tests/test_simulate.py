@@ -258,7 +258,7 @@ def test_batch_cap_one_with_exponential_like_service_is_mm1():
     for q in (0.5, 0.99):
         value, se_q = batch_quantile(r.e2e, 100 * q)
         assert se_q < 0.05 * value
-        assert abs(value - queueing.mm1_sojourn_quantile(rho, s, q)) < 4 * se_q + 1e-3 * value
+        assert abs(value - queueing.mm1_sojourn_quantile(q, rho, s)) < 4 * se_q + 1e-3 * value
 
 
 def test_same_trace_as_ciw_priority_queue():
@@ -713,3 +713,17 @@ def test_gamma_arrivals_have_the_rate_and_the_variability_asked_for(burstiness):
 def test_bad_burstiness_is_refused(bad):
     with pytest.raises(ValueError, match="burstiness"):
         Poisson(10.0, burstiness=bad)
+
+
+def test_sliding_window_caps_the_verification_steps_of_speculative_decoding():
+    # past Mistral-7B's 4096-key window a verification step reads and attends to 4096 keys whatever the
+    # context: two prompts beyond the window decode at the same speed (all drafts accepted: 4 tokens a step)
+    mistral = sim.Server("Mistral-7B", H100)
+    spec = sim.Speculative(num_draft_tokens=3, acceptance_rate=1.0, draft_step_time=1e-3)
+    gaps = {}
+    for prompt in (6000, 9000):
+        res = run(Workload.fixed(1, prompt, 401), Timestamps([0.0]), server=mistral, speculative=spec)
+        gaps[prompt] = np.diff(np.unique(res.token_times(0)))
+    np.testing.assert_allclose(gaps[6000], gaps[9000], rtol=1e-12)
+    within = run(Workload.fixed(1, 2000, 401), Timestamps([0.0]), server=mistral, speculative=spec)
+    assert np.diff(np.unique(within.token_times(0))).mean() < gaps[6000].mean()   # fewer keys: faster

@@ -24,19 +24,23 @@ Every function takes a model and an accelerator (or a Deployment), then its
 own arguments, then ``scheme=`` and the other deployment settings as keyword
 options; the scheme sets the deployment's three data types.
 
-* the TPOT floor (batch 1) is the weight read, P_w b_w / W, plus one cache:
-  it falls with b_w (:func:`tpot_floor`);
-* the knee B* = T_w / c_lin = (F / W) x (P_w / P) x b_w / 2 falls with b_w
-  (weight-only quantization turns decode compute-bound at a *smaller* batch)
-  and rises with F (fp8 math doubles F and moves it back);
-* the memory wall (u M - P_w b_w) / (S k) rises as either shrinks;
+* the TPOT floor (batch 1) is the weight read, Q_w / W with
+  Q_w = (P_mm + D) b_w (every matmul weight once, one row of the input
+  embedding), plus one cache: it falls with b_w (:func:`tpot_floor`);
+* the knee B* = T_w / c_lin = (R b_w / 2) / (1 - R b_w D / (2 P_mm)), R = F / W,
+  about R b_w / 2, falls with b_w (weight-only quantization turns decode
+  compute-bound at a *smaller* batch) and rises with F (fp8 math doubles F and
+  moves it back);
+* the memory wall (u M - P b_w) / (S k) rises as either shrinks (the stored
+  weights, embedding table included);
 * under a TPOT SLO tau, the throughput of the bandwidth-bound regime is
   W x (tokens per byte read) (:func:`tokens_per_byte`), so fewer bytes give more
   tokens at the same latency (:func:`throughput_at_tpot_slo`); past the knee it is
-  1 / (2P / F + S k / W), which weight-only quantization cannot raise.
+  1 / (2 P_mm / F + S k / W), which weight-only quantization cannot raise.
 
-Not modelled: dequantization overhead inside the kernels, quantization scales
-(except in :func:`checkpoint_weight_bytes`), accuracy. The step times are the
+Not modelled: dequantization overhead inside the kernels, the group scales of
+int4/int8 checkpoints (except in :func:`checkpoint_weight_bytes`; the block
+scales of NVFP4 and MXFP4 are part of their bytes per weight), accuracy. The step times are the
 library's physical bounds (``mfu = mbu = 1`` by default).
 
 Examples
@@ -262,8 +266,8 @@ def scheme_step_time(dep: Deployment, batch_size, context_len, *, scheme="W16A16
 
     Notes
     -----
-    Hybrid: T(B) = max(P_w b_w / W, 2 P B / F_c) + max(B S k / W, 4 L H d_h S B / F_c) + T_comm,
-    every term divided by N, with k = 2 L K d_h b_kv, F_c the peak of the
+    Hybrid: T(B) = max((P_mm + B D) b_w / W, 2 P_mm B / F_c) + max(B S k / W, 4 L H d_h S B / F_c)
+    + T_comm + T_oh, every term but T_oh divided by N, with k = 2 L K d_h b_kv, F_c the peak of the
     compute dtype (times MFU) and W the bandwidth (times MBU). Dequantization
     costs inside the kernels are not modelled. Derived in the chapter "Quantization".
 
@@ -282,7 +286,7 @@ def tpot_floor(dep: Deployment, context_len, *, scheme="W16A16"):
     """The fastest TPOT a scheme allows: the step time at batch 1, in seconds.
 
     At batch 1 a decode step is bound by the bytes it reads, so the floor is
-    about (P_w b_w + S k) / W: halving b_w nearly halves it (at short contexts).
+    about ((P_mm + D) b_w + S k) / W: halving b_w nearly halves it (at short contexts).
     Derived in the chapter "Quantization".
 
     >>> round(tpot_floor("Llama-3.1-70B", "H100", 4096, scheme="W4A16", tensor_parallel=4) * 1e3, 2)
@@ -297,8 +301,9 @@ def scheme_knee(dep: Deployment, context_len=0, *, scheme="W16A16"):
 
     Notes
     -----
-    Hybrid: B* = T_w / c_lin = (P_w b_w / W) / (2 P / F_c) = ridge(F_c) x (P_w / P) x b_w / 2,
-    independent of the context and of the KV data type. Weight-only 8-bit
+    Hybrid: T_w = (P_mm + B D) b_w / W meets T_lin = 2 P_mm B / F_c at
+    B* = (R b_w / 2) / (1 - R b_w D / (2 P_mm)), R = F_c / W the ridge point of
+    the compute dtype: about R b_w / 2, independent of the context and of the KV data type. Weight-only 8-bit
     halves it, int4 quarters it; W8A8 (F_c doubled, b_w halved) leaves it where
     bf16 had it. Derived in the chapter "Quantization".
 
@@ -314,7 +319,7 @@ def scheme_knee(dep: Deployment, context_len=0, *, scheme="W16A16"):
 def scheme_max_batch(dep: Deployment, context_len, *, scheme="W16A16", block_size=1):
     """The memory wall under a scheme: :func:`servingmath.memory.max_batch_size` with its dtypes.
 
-    B_mem = floor((u M - P_w b_w / N) / (S k / N)); the memory settings
+    B_mem = floor((u M - P b_w / N) / (S k / N)) (the stored weights, embedding table included); the memory settings
     (``gpu_memory_utilization``, ``reserve_bytes``, ...) are deployment options.
     Derived in the chapter "Quantization".
 
@@ -426,9 +431,9 @@ def throughput_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W1
 
     Notes
     -----
-    Bandwidth-bound edge (B_op = B_SLO below the knee): X = (tau W - P_w b_w) / (tau S k),
+    Bandwidth-bound edge (B_op = B_SLO below the knee): X = (tau W - P_mm b_w) / (tau (S k + D b_w)),
     that is W x tokens per byte read. Compute-bound (past the knee):
-    X = 1 / (2 P / F_c + S k / W), independent of b_w. At the memory wall:
+    X = 1 / (2 P_mm / F_c + S k / W), independent of b_w. At the memory wall:
     X = B_mem / T(B_mem), about B_mem x W / (u M) while bandwidth-bound.
     Derived in the chapter "Quantization".
 
@@ -544,7 +549,7 @@ def checkpoint_weight_bytes(model, *, weight_dtype="int4", group_size=128, scale
 
     Notes
     -----
-    W = (P_w - P_emb) (b_w + b_scale / g) + P_emb b_16, with P_emb the input
+    M_w = (P - P_emb) (b_w + b_scale / g) + P_emb b_16, with P_emb the input
     embedding plus the (untied) LM head.
 
     References

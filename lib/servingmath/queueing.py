@@ -50,7 +50,7 @@ Examples
 0.2
 >>> mm1_mean_wait(8.0, 0.1)                               # twice the M/D/1 wait
 0.4
->>> round(mm1_sojourn_quantile(8.0, 0.1, 0.99), 3)        # P99 = ln(100) / (mu - lambda)
+>>> round(mm1_sojourn_quantile(0.99, 8.0, 0.1), 3)        # P99 = ln(100) / (mu - lambda)
 2.303
 >>> mm1_mean_wait(12.0, 0.1)                              # rho = 1.2: unstable
 inf
@@ -232,7 +232,7 @@ def mm1_sojourn_cdf(t, arrival_rate, service_time):
     return scalar_or_array(p)
 
 
-def mm1_sojourn_quantile(arrival_rate, service_time, quantile):
+def mm1_sojourn_quantile(q, arrival_rate, service_time):
     """Quantile of the M/M/1 (FCFS) time in system: -ln(1 - q) / (mu - lambda).
 
     P50 = ln 2 / (mu - lambda), P99 = ln 100 / (mu - lambda) = 4.61 x the mean
@@ -240,23 +240,26 @@ def mm1_sojourn_quantile(arrival_rate, service_time, quantile):
 
     Parameters
     ----------
-    quantile : float or array in (0, 1)
-        0.5 for the median (P50), 0.99 for P99.
+    q : float or array in (0, 1)
+        The quantile: 0.5 for the median (P50), 0.99 for P99. First, as in
+        :func:`md1_wait_cdf`'s t (the point, then the queue).
+    arrival_rate, service_time : float or array
+        lambda (requests/s, >= 0) and s (seconds, > 0).
 
     Examples
     --------
-    >>> round(mm1_sojourn_quantile(0.5, 1.0, 0.5), 4)   # 2 ln 2
+    >>> round(mm1_sojourn_quantile(0.5, 0.5, 1.0), 4)   # 2 ln 2
     1.3863
     """
     lam, s = _rates(arrival_rate, service_time)
-    q = _quantile(quantile)
+    q = _quantile(q)
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         x = _unstable_to_inf(-np.log1p(-q) / (1 / s - lam), rho)
     return scalar_or_array(x)
 
 
-def mm1_wait_quantile(arrival_rate, service_time, quantile):
+def mm1_wait_quantile(q, arrival_rate, service_time):
     """Quantile of the M/M/1 (FCFS) wait in the queue: max(0, ln(rho / (1 - q)) / (mu - lambda)).
 
     A fraction 1 - rho of requests find the server idle and wait 0, so every
@@ -265,13 +268,13 @@ def mm1_wait_quantile(arrival_rate, service_time, quantile):
 
     Examples
     --------
-    >>> mm1_wait_quantile(0.5, 1.0, 0.5)    # half the requests do not wait at all
+    >>> mm1_wait_quantile(0.5, 0.5, 1.0)    # half the requests do not wait at all
     0.0
-    >>> round(mm1_wait_quantile(0.5, 1.0, 0.99), 4)   # 2 ln 50
+    >>> round(mm1_wait_quantile(0.99, 0.5, 1.0), 4)   # 2 ln 50
     7.824
     """
     lam, s = _rates(arrival_rate, service_time)
-    q = _quantile(quantile)
+    q = _quantile(q)
     rho = lam * s
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.log(rho / (1 - q)) / (1 / s - lam)
@@ -617,7 +620,7 @@ def _md1_quantile(q: float, lam: float, d: float) -> float:
     return t  # pragma: no cover - Newton converges in a few steps
 
 
-def md1_wait_quantile(arrival_rate, service_time, quantile):
+def md1_wait_quantile(q, arrival_rate, service_time):
     """The q-quantile of the M/D/1 wait in the queue, exactly (the inverse of :func:`md1_wait_cdf`).
 
     Derived in the chapter "Queueing". The wait is 0 with probability
@@ -626,12 +629,13 @@ def md1_wait_quantile(arrival_rate, service_time, quantile):
 
     Parameters
     ----------
+    q : float or array in (0, 1)
+        The quantile: 0.5 for the median (P50), 0.99 for P99. First, like the t of
+        :func:`md1_wait_cdf` (the point, then the queue; scipy's ``ppf(q, ...)``).
     arrival_rate : float or array
         lambda, requests per second, >= 0.
     service_time : float or array
         D, seconds per request, > 0.
-    quantile : float or array in (0, 1)
-        0.5 for the median (P50), 0.99 for P99 (last, as in :func:`mm1_wait_quantile`).
 
     Notes
     -----
@@ -649,17 +653,17 @@ def md1_wait_quantile(arrival_rate, service_time, quantile):
 
     Examples
     --------
-    >>> md1_wait_quantile(8.0, 0.1, 0.1)            # 20 % wait 0
+    >>> md1_wait_quantile(0.1, 8.0, 0.1)            # 20 % wait 0
     0.0
-    >>> round(md1_wait_quantile(8.0, 0.1, 0.5), 4)  # the median wait at rho = 0.8, D = 100 ms
+    >>> round(md1_wait_quantile(0.5, 8.0, 0.1), 4)  # the median wait at rho = 0.8, D = 100 ms
     0.1276
-    >>> q = md1_wait_quantile(8.0, 0.1, 0.99)
+    >>> q = md1_wait_quantile(0.99, 8.0, 0.1)
     >>> round(q, 4), round(md1_wait_cdf(q, 8.0, 0.1), 12)
     (1.0356, 0.99)
-    >>> md1_wait_quantile(10.0, 0.1, 0.5)           # rho = 1: no steady state
+    >>> md1_wait_quantile(0.5, 10.0, 0.1)           # rho = 1: no steady state
     inf
     """
-    q = _quantile(quantile)
+    q = _quantile(q)
     lam, s, rho = _md1_inputs(arrival_rate, service_time)
     qb, lb, sb = np.broadcast_arrays(q, lam, s)
     out = np.empty(qb.shape)
@@ -822,12 +826,12 @@ def mmc_wait_cdf(t, servers, arrival_rate, service_time):
     return scalar_or_array(f)
 
 
-def mmc_wait_quantile(servers, arrival_rate, service_time, quantile):
+def mmc_wait_quantile(q, servers, arrival_rate, service_time):
     """Quantile of the M/M/c (FCFS) wait in the queue: max(0, ln(C / (1 - q)) / (c mu - lambda)).
 
     Derived in the chapter "Queueing". Every quantile q <= 1 - C(c, a) is 0
-    (those requests find a free server). ``inf`` where a >= c. The argument
-    order follows :func:`mm1_wait_quantile`, its c = 1 case.
+    (those requests find a free server). ``inf`` where a >= c. The quantile
+    comes first, as in :func:`mm1_wait_quantile`, its c = 1 case.
 
     Notes
     -----
@@ -839,16 +843,16 @@ def mmc_wait_quantile(servers, arrival_rate, service_time, quantile):
 
     Examples
     --------
-    >>> mmc_wait_quantile(3, 2.0, 1.0, 0.5)           # 5/9 > 1/2 do not wait
+    >>> mmc_wait_quantile(0.5, 3, 2.0, 1.0)           # 5/9 > 1/2 do not wait
     0.0
-    >>> round(mmc_wait_quantile(3, 2.0, 1.0, 0.99), 4)   # ln((4/9) / 0.01) / (3 - 2)
+    >>> round(mmc_wait_quantile(0.99, 3, 2.0, 1.0), 4)   # ln((4/9) / 0.01) / (3 - 2)
     3.7942
-    >>> mmc_wait_quantile(1, 0.5, 1.0, 0.99) == mm1_wait_quantile(0.5, 1.0, 0.99)
+    >>> mmc_wait_quantile(0.99, 1, 0.5, 1.0) == mm1_wait_quantile(0.99, 0.5, 1.0)
     True
     """
     c = _servers(servers)
     lam, s = _rates(arrival_rate, service_time)
-    q = _quantile(quantile)
+    q = _quantile(q)
     a = lam * s
     p = np.asarray(erlang_c(c, lam, s))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -937,8 +941,8 @@ def pooling_comparison(servers, arrival_rate, service_time, *, quantile=0.99):
         split_wait_probability=scalar_or_array(rho),
         pooled_mean_wait=mmc_mean_wait(servers, arrival_rate, service_time),
         split_mean_wait=scalar_or_array(mm1_mean_wait(per_server, s)),
-        pooled_wait_quantile=mmc_wait_quantile(servers, arrival_rate, service_time, q),
-        split_wait_quantile=scalar_or_array(mm1_wait_quantile(per_server, s, q)),
+        pooled_wait_quantile=mmc_wait_quantile(q, servers, arrival_rate, service_time),
+        split_wait_quantile=scalar_or_array(mm1_wait_quantile(q, per_server, s)),
     )
 
 

@@ -92,6 +92,7 @@ from .hardware import Accelerator, accelerator_catalog, get_accelerator
 from .memory import fits, max_kv_tokens
 from .models import ModelConfig, get_model, list_models, load_model_config, parameter_count
 from .prefill import prefill_step_parts, prefill_time
+from .sharding import nccl_allreduce_time
 from .settings import REALISTIC
 from .units import GB, GiB
 
@@ -1668,7 +1669,10 @@ class Efficiency:
     allreduce_latency, allreduce_base_latency : float >= 0
         NCCL's per-ring-step and per-call latencies (:func:`servingmath.sharding.allreduce_time`).
     link_efficiency : float in (0, 1]
-        Share of the link bandwidth an all-reduce reaches.
+        Share of the link bandwidth an all-reduce reaches (with a protocol: Simple's).
+    allreduce_protocol : {None, "auto", "LL", "LL128", "Simple"}
+        NCCL's protocol-aware cost of each all-reduce (:func:`servingmath.sharding.nccl_allreduce_time`),
+        which brings its own latencies (then the two latencies above must be 0); None: the plain ring.
     """
 
     mbu: float = 1.0
@@ -1678,6 +1682,7 @@ class Efficiency:
     allreduce_latency: float = 0.0
     allreduce_base_latency: float = 0.0
     link_efficiency: float = 1.0
+    allreduce_protocol: str | None = None
 
     def __post_init__(self):
         check_fraction("mbu", self.mbu)
@@ -1687,13 +1692,18 @@ class Efficiency:
             raise ValueError("mbu, mfu and link_efficiency must be > 0")
         for name in ("comm_per_layer", "step_overhead", "allreduce_latency", "allreduce_base_latency"):
             check_nonnegative(name, getattr(self, name))
+        if self.allreduce_protocol is not None:
+            check_choice("allreduce_protocol", self.allreduce_protocol, ("auto", "LL", "LL128", "Simple"))
+            if self.allreduce_latency or self.allreduce_base_latency:
+                raise ValueError(f"allreduce_protocol = {self.allreduce_protocol!r} brings NCCL's own latencies: "
+                                 "leave allreduce_latency and allreduce_base_latency at 0")
 
     def options(self) -> dict:
         """The deployment options that give the same step times (for the simulator)."""
         return dict(mbu=float(self.mbu), mfu=float(self.mfu), step_overhead=float(self.step_overhead),
                     allreduce_latency=float(self.allreduce_latency),
                     allreduce_base_latency=float(self.allreduce_base_latency) + float(self.comm_per_layer) / 2,
-                    link_efficiency=float(self.link_efficiency))
+                    link_efficiency=float(self.link_efficiency), allreduce_protocol=self.allreduce_protocol)
 
 
 #: The physical bound: every efficiency 1.0, no latency.
@@ -1705,19 +1715,35 @@ _PHYSICAL = PHYSICAL
 BASELINE = Efficiency(mbu=REALISTIC["mbu"], mfu=REALISTIC["mfu"], step_overhead=REALISTIC["step_overhead"],
                       allreduce_latency=REALISTIC["allreduce_latency"],
                       allreduce_base_latency=REALISTIC["allreduce_base_latency"],
-                      link_efficiency=REALISTIC["link_efficiency"])
+                      link_efficiency=REALISTIC["link_efficiency"],
+                      allreduce_protocol=REALISTIC["allreduce_protocol"])
 
 #: The parameters :func:`calibrate` can fit, and their starting values.
 PARAMETERS = {"mbu": 0.7, "mfu": 0.5, "comm_per_layer": 10e-6, "step_overhead": 1e-3}
 
 
+def _allreduces_time(steps: _Steps, e: Efficiency):
+    """Seconds of the all-reduces of each row: the plain ring (latencies + bytes at eta x the link) or,
+    with a protocol, NCCL's cost of each call (:func:`servingmath.sharding.nccl_allreduce_time`). Every
+    call of a row moves the same message, so the row's bandwidth term at the full link divided by its
+    calls gives that message (in seconds at a link of 1 B/s, so the link's own bandwidth drops out)."""
+    n = steps.tensor_parallel
+    if e.allreduce_protocol is None:
+        return (steps.communication / e.link_efficiency
+                + np.where(n > 1, steps.allreduces * (e.allreduce_base_latency + 2 * (n - 1) * e.allreduce_latency),
+                           0.0))
+    calls = np.where(steps.allreduces > 0, steps.allreduces, 1.0)
+    ring = np.where(n > 1, 2 * (n - 1) / n, 1.0)
+    message = steps.communication / calls / ring          # bytes over a 1 B/s link
+    per_call = nccl_allreduce_time(message, n.astype(int), 1.0, protocol=e.allreduce_protocol,
+                                   link_efficiency=e.link_efficiency)
+    return np.where(n > 1, steps.allreduces * per_call, 0.0)
+
+
 def _step_times(steps: _Steps, e: Efficiency):
     """Hybrid overlap, as decode.decode_step_time: max(weights, matmuls) + max(KV, attention) + comm,
     plus the latencies."""
-    n = steps.tensor_parallel
-    comm = (steps.communication / e.link_efficiency + e.comm_per_layer * steps.layers_with_allreduce
-            + np.where(n > 1, steps.allreduces * (e.allreduce_base_latency + 2 * (n - 1) * e.allreduce_latency),
-                       0.0))
+    comm = _allreduces_time(steps, e) + e.comm_per_layer * steps.layers_with_allreduce
     return (np.maximum(steps.weight / e.mbu, steps.linear / e.mfu)
             + np.maximum(steps.kv / e.mbu, steps.attention / e.mfu)
             + comm + e.step_overhead * steps.count)
@@ -2004,7 +2030,8 @@ def static_batch_time(dep: Deployment, batch_size, prompt_len, output_len, *, co
     ar = dep.allreduce
     e = Efficiency(mbu=float(dep.mbu), mfu=float(dep.mfu), comm_per_layer=float(comm_per_layer),
                    step_overhead=float(dep.step_overhead), allreduce_latency=float(ar.latency),
-                   allreduce_base_latency=float(ar.base_latency), link_efficiency=float(ar.link_efficiency))
+                   allreduce_base_latency=float(ar.base_latency), link_efficiency=float(ar.link_efficiency),
+                   allreduce_protocol=ar.protocol)
     times = _step_times(steps, e)
     total_prefill, total_decode = float(times[0]), float(np.sum(times[1:]))
     return {"total": total_prefill + total_decode, "prefill": total_prefill, "decode": total_decode}[part]
@@ -2130,14 +2157,11 @@ def _loss_function(names, stacked, index, work, is_time, log_measured, n, base=N
     names = tuple(names)
     fixed = {k: getattr(base, k) for k in Efficiency.__dataclass_fields__ if k not in names}
     weight, linear, kv, attention = stacked.weight, stacked.linear, stacked.kv, stacked.attention
-    latency_names = {"link_efficiency", "allreduce_latency", "allreduce_base_latency"}
+    latency_names = {"link_efficiency", "allreduce_latency", "allreduce_base_latency", "allreduce_protocol"}
     if latency_names & set(names):
         raise ValueError("calibrate fits mbu, mfu, comm_per_layer and step_overhead; the NCCL latencies come "
                          "from base")
-    ntp = stacked.tensor_parallel
-    constant = (stacked.communication / fixed["link_efficiency"]
-                + np.where(ntp > 1, stacked.allreduces * (fixed["allreduce_base_latency"]
-                                                          + 2 * (ntp - 1) * fixed["allreduce_latency"]), 0.0))
+    constant = _allreduces_time(stacked, base)
     if "comm_per_layer" not in names:
         constant = constant + fixed["comm_per_layer"] * stacked.layers_with_allreduce
     if "step_overhead" not in names:

@@ -18,11 +18,11 @@ from ..models import weight_bytes
 from ..prefill import prefill_time
 from ..quantization import (Scheme, get_scheme, scheme_knee, scheme_max_batch, scheme_step_time,
                             throughput_at_tpot_slo, tpot_floor)
-from ..symbolic import K, L, S, W, b_kv, b_w, d_h, tau, H
+from ..settings import REALISTIC
+from ..symbolic import K, L, P_mm, S, W, b_kv, b_w, d_h, tau, H
 from ._variants import GPUS_FP8, GQA_8B_CLASS, named
 
-P_w = sp.Symbol("P_w", positive=True)
-_SYMBOLS = {"tau": tau, "W": W, "P_w": P_w, "b_w": b_w, "S": S, "L": L, "K": K, "d_h": d_h,
+_SYMBOLS = {"tau": tau, "W": W, "P_mm": P_mm, "b_w": b_w, "S": S, "L": L, "K": K, "d_h": d_h,
             "b_kv": b_kv, "H": H}
 
 
@@ -46,7 +46,7 @@ def _bandwidth_only_throughput(p):
     return b / t[b - 1]
 
 
-def _x_bandwidth(kv=2 * L * K * d_h * b_kv, weights=P_w * b_w, per_tau=True):
+def _x_bandwidth(kv=2 * L * K * d_h * b_kv, weights=P_mm * b_w, per_tau=True):
     batch = (tau * W - weights) / (S * kv)
     return batch / tau if per_tau else batch
 
@@ -121,11 +121,12 @@ QUESTIONS = [
                                                                               "MI300X")},
         mistakes=[
             Mistake("That is the bf16 knee. Fewer bytes per weight shorten the weight read that hides the "
-                    "matmuls, so the knee moves down: B* = (F/W)(P_w/P)(b_w/2).",
+                    "matmuls, so the knee moves down: B* is about R b_w / 2, with R = F / W the ridge point.",
                     lambda p: scheme_knee(p["model"], p["accelerator"], scheme="W16A16")),
             Mistake("Upside down: the knee is proportional to b_w, so int4 weights move it down four-fold, "
                     "not up.",
-                    lambda p: 4 * scheme_knee(p["model"], p["accelerator"], scheme="W16A16")),
+                    lambda p: 4 * scheme_knee(p["model"], p["accelerator"], scheme="W16A16"),
+                    name="inverted: int4 weights move the knee up"),
             Mistake("Weight-only quantization computes in bf16: use the bf16 peak, not the fp8 (or int8) one.",
                     lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(p["scheme"], compute_dtype="fp8"))),
         ],
@@ -218,8 +219,8 @@ QUESTIONS = [
     Question(
         "quantization.throughput_symbolic",
         "In the bandwidth-bound regime, the largest batch meeting a TPOT target tau reads tau W bytes per "
-        "step: the weights, P_w b_w bytes, once, and S 2 L K d_h b_kv bytes of KV cache per sequence. Give "
-        "the throughput at that batch, in tokens/s, as a sympy expression in tau, W, P_w, b_w, S, L, K, "
+        "step: the weights it reads, P_mm b_w bytes (P_mm: the matmul parameters), once, and S 2 L K d_h b_kv bytes of KV cache per sequence. Give "
+        "the throughput at that batch, in tokens/s, as a sympy expression in tau, W, P_mm, b_w, S, L, K, "
         "d_h, b_kv.",
         answer=lambda p: _x_bandwidth(),
         kind="symbolic",
@@ -228,7 +229,7 @@ QUESTIONS = [
         mistakes=[
             Mistake("That is the batch B_SLO; the throughput is B_SLO tokens per step of tau seconds: divide "
                     "by tau.", lambda p: _x_bandwidth(per_tau=False)),
-            Mistake("The weights take their bytes first: subtract P_w b_w from the tau W bytes a step may read.",
+            Mistake("The weights take their bytes first: subtract P_mm b_w from the tau W bytes a step may read.",
                     lambda p: _x_bandwidth(weights=0)),
             Mistake("k = 2 L K d_h b_kv: one key and one value vector per KV head and layer.",
                     lambda p: _x_bandwidth(kv=L * K * d_h * b_kv)),
@@ -240,18 +241,24 @@ QUESTIONS = [
         "quantization.what_moves_the_knee_down",
         "Starting from bf16 weights, KV cache and math, which single change moves the decode knee B* "
         "(hybrid model) of Llama-3.1-8B on an H100 to a smaller batch: 'int4 weights with bf16 math', "
-        "'fp8 weights with fp8 math' or 'an fp8 KV cache'?",
+        "'fp8 weights with fp8 math', 'an fp8 KV cache' or 'none of them (int4 weights move it up)'?",
         answer=_lower_knee,
         kind="choice",
-        choices=("int4 weights with bf16 math", "fp8 weights with fp8 math", "an fp8 KV cache"),
+        choices=("int4 weights with bf16 math", "fp8 weights with fp8 math", "an fp8 KV cache",
+                 "none of them (int4 weights move it up)"),
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB",
                 "options": ("W4A16", "W8A8-FP8", "W16A16+KV8")},
         mistakes=[
-            Mistake("fp8 math halves b_w AND doubles the peak FLOP/s: B* = (F/W)(P_w/P)(b_w/2) stays where "
+            Mistake("fp8 math halves b_w AND doubles the peak FLOP/s: B*, about (F/W)(b_w/2), stays where "
                     "bf16 had it.", lambda p: "fp8 weights with fp8 math"),
             Mistake("The KV data type is not in the hybrid knee (the weight matmuls against the weight read); "
                     "an fp8 cache moves the memory wall and the throughput ceiling instead.",
                     lambda p: "an fp8 KV cache"),
+            Mistake("Upside down: fewer bytes per weight shorten the weight read that hides the matmuls, so "
+                    "the bf16 matmuls take over at a smaller batch; B* is about R b_w / 2, down four-fold "
+                    "with int4 weights.",
+                    lambda p: "none of them (int4 weights move it up)",
+                    name="inverted: int4 weights move the knee up"),
         ],
     ),
     Question(
@@ -267,7 +274,65 @@ QUESTIONS = [
             Mistake("Int4 cuts the TPOT floor, but at 4096 tokens the memory wall binds (the H100 sweeps its "
                     "72 usable GB in 21.5 ms, under 50 ms) and the caches, not the weights, fill the memory: "
                     "halving the cache doubles the batch, freeing 12 GB of weights adds about a fifth.",
-                    lambda p: "W4A16" if _better_upgrade(p) != "W4A16" else "W16A16+KV8"),
+                    lambda p: "W4A16" if _better_upgrade(p) != "W4A16" else "W16A16+KV8",
+                    name="inverted: int4 weights beat the fp8 cache"),
+        ],
+    ),
+    Question(
+        "quantization.knee_w4a4_fp4",
+        "The knee B* (hybrid model) of {model} with {scheme} (4-bit float weights with their block scales, "
+        "and fp4 math on the tensor cores) on one {accelerator}, at the physical bound, with the catalog's "
+        "dense peaks. (a number of sequences, not rounded)",
+        answer=lambda p: scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"]),
+        params={"model": "Llama-3.1-70B", "accelerator": "B200", "scheme": "W4A4-NVFP4"},
+        variants={"model": ("Llama-3.1-70B", "Llama-3.1-8B", "Qwen2.5-72B"), "accelerator": ("B200", "GB200"),
+                  "scheme": ("W4A4-NVFP4", "W4A4-MXFP4")},
+        mistakes=[
+            Mistake("Twice too large: that uses the sheet's 2:4-sparse fp4 peak. Blackwell sheets headline "
+                    "sparse figures; a dense checkpoint's matmuls run at the dense peak, half of it.",
+                    lambda p: 2 * scheme_knee(p["model"], p["accelerator"], scheme=p["scheme"])),
+            Mistake("You left out the block scales: NVFP4 stores one E4M3 byte per 16 weights (0.5625 B per "
+                    "weight), MXFP4 one E8M0 byte per 32 (0.53125 B), not 0.5 B.",
+                    lambda p: scheme_knee(p["model"], p["accelerator"],
+                                          scheme=_with(p["scheme"], weight_dtype="int4"))),
+            Mistake("The block sizes are swapped: NVFP4 scales blocks of 16 weights, MXFP4 blocks of 32.",
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(
+                        p["scheme"], weight_dtype="mxfp4" if "NVFP4" in p["scheme"] else "nvfp4"))),
+            Mistake("That is the weight-only (W4A16) knee, with bf16 math. W4A4 multiplies in fp4, at four "
+                    "times the bf16 peak, which moves the knee back up, a little above bf16's.",
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(p["scheme"],
+                                                                                      compute_dtype="bf16"))),
+            Mistake("That is the fp8 peak; Blackwell's fp4 tensor cores run at twice the fp8 rate.",
+                    lambda p: scheme_knee(p["model"], p["accelerator"], scheme=_with(p["scheme"],
+                                                                                      compute_dtype="fp8"))),
+        ],
+    ),
+    Question(
+        "quantization.tpot_floor_realistic",
+        "{model} with {scheme} on one {accelerator}, {context} tokens in the KV cache, batch 1, at the book's "
+        "realistic setting (MFU 0.5, MBU 0.75, 0.4 ms of fixed overhead per step; hybrid model). What is the "
+        "TPOT? (ms)",
+        answer=lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"],
+                                    setting="realistic"),
+        unit="ms",
+        params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 4096, "scheme": "W4A16"},
+        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "A100-SXM4-80GB", "H200-SXM-141GB"),
+                  "context": (4096, 16384), "scheme": ("W4A16", "W8A16", "W4A16+KV8")},
+        mistakes=[
+            Mistake("That is the physical bound (MBU 1, no overhead); the question asks for the realistic "
+                    "setting: every byte takes 1/MBU as long, plus 0.4 ms per step.",
+                    lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"])),
+            Mistake("You left out the fixed 0.4 ms per step, which no data type shrinks.",
+                    lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"],
+                                         setting="realistic") - REALISTIC["step_overhead"]),
+            Mistake("At batch 1 the step is bandwidth-bound: divide its bytes by W x MBU (0.75), not by "
+                    "W x MFU (0.5).",
+                    lambda p: tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"],
+                                         setting="realistic", mbu=REALISTIC["mfu"])),
+            Mistake("You multiplied the bandwidth time by MBU; an efficiency below 1 makes each byte slower: "
+                    "divide by it.",
+                    lambda p: (tpot_floor(p["model"], p["accelerator"], p["context"], scheme=p["scheme"])
+                               * REALISTIC["mbu"] + REALISTIC["step_overhead"])),
         ],
     ),
 ]

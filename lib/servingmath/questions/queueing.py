@@ -195,7 +195,7 @@ QUESTIONS = [
         "A server handles one request at a time; service times are exponential with mean {service_ms:g} ms and "
         "requests arrive as a Poisson stream at utilisation {rho:g} ({rate:g} req/s). Predict the P99 of the time "
         "in the system (wait + service) from the M/M/1 closed form. (ms)",
-        answer=lambda p: mm1_sojourn_quantile(_rate(p), p["service_time"], 0.99),
+        answer=lambda p: mm1_sojourn_quantile(0.99, _rate(p), p["service_time"]),
         unit="ms",
         rel_tol=0.02,
         params={"service_time": 0.050, "rho": 0.6},
@@ -207,9 +207,9 @@ QUESTIONS = [
                     lambda p: mm1_mean_sojourn(_rate(p), p["service_time"])),
             Mistake("That is the P99 of the wait alone, ln(rho/0.01)/(mu - lambda); the question asks for "
                     "wait + service, ln(100)/(mu - lambda).",
-                    lambda p: mm1_wait_quantile(_rate(p), p["service_time"], 0.99)),
+                    lambda p: mm1_wait_quantile(0.99, _rate(p), p["service_time"])),
             Mistake("That is the median (P50 = ln 2 / (mu - lambda)).",
-                    lambda p: mm1_sojourn_quantile(_rate(p), p["service_time"], 0.5)),
+                    lambda p: mm1_sojourn_quantile(0.5, _rate(p), p["service_time"])),
             Mistake("You used a normal tail, mean + 2.33 std. The time in the system is exponential: "
                     "P99 = -ln(0.01) / (mu - lambda).",
                     lambda p: mm1_mean_sojourn(_rate(p), p["service_time"]) * (1 + 2.326)),
@@ -269,20 +269,21 @@ QUESTIONS = [
     Question(
         "queueing.md1_p99_ttft",
         "Llama-3.1-8B in bf16 on one H100-SXM5-80GB prefills 2048-token prompts one at a time (physical "
-        "bound). Requests arrive as a Poisson stream at 28 req/s. What is the P99 of the TTFT, exactly "
+        "bound). Requests arrive as a Poisson stream at {rate:g} req/s. What is the P99 of the TTFT, exactly "
         "(Erlang's M/D/1 waiting-time distribution)? (ms)",
-        answer=lambda p: md1_wait_quantile(p["rate"], _d(p), 0.99) + _d(p),
+        answer=lambda p: md1_wait_quantile(0.99, p["rate"], _d(p)) + _d(p),
         unit="ms",
         rel_tol=0.01,
         params={**_PREFILL, "rate": 28.0},
+        variants={"rate": (24.0, 26.0, 28.0)},
         mistakes=[
             Mistake("That is the mean TTFT; the P99 is several times it (the wait's tail is long).",
                     lambda p: prefill_mean_ttft(p["rate"], p["model"], p["accelerator"], p["prompt_len"])),
             Mistake("That is the P99 of the wait alone: the TTFT adds the request's own prefill t_p.",
-                    lambda p: md1_wait_quantile(p["rate"], _d(p), 0.99)),
+                    lambda p: md1_wait_quantile(0.99, p["rate"], _d(p))),
             Mistake("That is an M/M/1 tail (exponential service at the same mean): equal prompts make a "
                     "shorter tail, Erlang's formula.",
-                    lambda p: mm1_wait_quantile(p["rate"], _d(p), 0.99) + _d(p)),
+                    lambda p: mm1_wait_quantile(0.99, p["rate"], _d(p)) + _d(p)),
             Mistake("ln(100) x the mean TTFT is the M/M/1 rule for the time in the system; the M/D/1 "
                     "tail is not exponential from zero.",
                     lambda p: math.log(100) * prefill_mean_ttft(p["rate"], p["model"], p["accelerator"],

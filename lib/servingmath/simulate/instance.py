@@ -600,9 +600,12 @@ class _Instance:
 
     def _spec_step_time(self, batch, context_sum):
         """A speculative step: the draft's gamma steps, then one verification in which every sequence
-        brings gamma + 1 new tokens after its S - 1 cached ones (the step model's counts)."""
+        brings gamma + 1 new tokens after its S - 1 cached ones (the step model's counts). With a
+        sliding window the target reads and attends to at most w keys per sequence (the draft keeps
+        its own, unwindowed context)."""
         g1 = self.spec.num_draft_tokens + 1
-        cached = context_sum - batch
+        keys = self._window_counts()[0] if self.steps.window is not None else context_sum
+        cached = keys - batch
         verify = self.steps.iteration_time(batch * g1, cached + batch * g1,
                                            g1 * cached + batch * g1 * (g1 + 1) * 0.5, batch * g1)
         return self._draft_time(batch, context_sum) + verify
