@@ -84,7 +84,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._validation import (check_choice, check_fraction, check_integer, check_nonnegative, check_seeds,
+from ._validation import (check_bool, check_choice, check_instance, check_fraction, check_integer, check_nonnegative, check_seeds,
                           check_positive, scalar_or_array)
 from .decode import decode_step_parts, decode_step_time
 from .deployment import Deployment, deployment_function
@@ -2416,11 +2416,21 @@ def leave_one_source_out(measurements, *, basis="per_gpu", parameters=("mbu", "m
     ``seeds``: seeds of the simulated rows (default one; the spread of several is
     :func:`simulate_measurement`'s to report). ``base``: the fields :func:`calibrate` does not
     fit. ``bound=False`` leaves the simulated rows' physical bound out (NaN), to save time.
+
+    Examples
+    --------
+    >>> rows = [m for m in load_published_measurements().measurements if m.scenario == "decode_step"]
+    >>> r = leave_one_source_out(rows)          # two sources: each predicted from the other's fit
+    >>> len(r.loso), int(r.fallback.sum()), sorted(r.folds[rows[0].source_title])
+    (21, 0, ['A100'])
     """
     _check_basis(basis)
-    ms = tuple(m for m in measurements if isinstance(m, Measurement))
+    ms = tuple(_measurement_rows(measurements))
     if not ms:
-        raise ValueError("leave_one_source_out needs Measurements")
+        raise ValueError("measurements must hold at least one Measurement row")
+    seeds = check_seeds("seeds", seeds)
+    bound = check_bool("bound", bound)
+    check_instance("fallback", fallback, Efficiency)
     titles = list(dict.fromkeys(m.source_title for m in ms))
     loso = np.empty(len(ms))
     used_fallback = np.zeros(len(ms), dtype=bool)
