@@ -263,8 +263,8 @@ def check_same_size(**arrays):
     sizes = {k: np.size(v) for k, v in arrays.items()}
     if len(set(sizes.values())) > 1:
         listed = ", ".join(f"{k} {n}" for k, n in sizes.items())
-        raise ValueError(f"{' and '.join(arrays)} must hold one entry per request each (the same "
-                         f"number), got {listed}")
+        raise ValueError(f"{' and '.join(arrays)} must have the same length (one entry per request), "
+                         f"got {listed}")
     return arrays
 
 
