@@ -299,6 +299,14 @@ def check_seeds(name: str, value) -> tuple:
     return seeds
 
 
+def check_argv(argv):
+    """A command line's words (a list or tuple of str) or None (the process's own); a TypeError otherwise."""
+    if argv is not None and (isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple))
+                             or not all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"argv must be a list of the command line's words (str), or None, got {argv!r:.60}")
+    return argv
+
+
 def check_real(name: str, value) -> float:
     """One real number as a float, for display: NaN and inf pass (they print), text, None and arrays do not."""
     if isinstance(value, (str, bytes, bool)) or value is None or np.ndim(value) != 0:

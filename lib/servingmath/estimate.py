@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import UnknownNameError, check_integer, check_scalar
+from ._validation import UnknownNameError, check_argv, check_integer, check_scalar
 from .datatypes import DTYPES
 from .decode import decode_step_parts, knee_batch_size
 from .deployment import Deployment, auto_compute_dtype
@@ -336,9 +336,7 @@ def main(argv=None, stdout=None, stderr=None) -> int:
     >>> print(out.getvalue().splitlines()[0])
     Llama-3.1-8B on 1 x H100-SXM5-80GB: batch 64, context 2048 tokens, prompt 2048 tokens
     """
-    if argv is not None and (isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple))
-                             or not all(isinstance(a, str) for a in argv)):
-        raise TypeError(f"argv must be a list of the command line's words (str), or None, got {argv!r:.60}")
+    check_argv(argv)
     for name, stream in (("stdout", stdout), ("stderr", stderr)):
         if stream is not None and not callable(getattr(stream, "write", None)):
             raise TypeError(f"{name} must be a text stream (with .write) or None, got {stream!r:.60}")

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from . import benchmarks, validation
-from ._validation import (check_instance, check_integer, check_nonnegative, check_positive, check_real,
+from ._validation import (check_argv, check_instance, check_integer, check_nonnegative, check_positive, check_real,
                           check_seeds)
 from .benchmarks import BenchmarkFileError
 from .deployment import Deployment
@@ -691,7 +691,21 @@ def plot_report(report: dict, *, levels=None):
 
 
 def main(argv=None) -> int:
-    """The command line: ``python -m servingmath.validate RESULTS --model M --gpu G [--tp N]``."""
+    """The command line: ``python -m servingmath.validate RESULTS --model M --gpu G [--tp N]``.
+
+    Returns the exit status: 0, or 2 for bad input (the reason printed to stderr).
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     status = main([str(sample), "--model", "Llama-3.1-8B", "--gpu", "H100", "--seeds", "1", "--no-figure"])
+    >>> status, out.getvalue().splitlines()[0]
+    (0, "vllm_sweep.json (vllm): Llama-3.1-8B on 1 x H100-SXM5-80GB, weights bf16, KV bf16, setting 'realistic'")
+    """
+    check_argv(argv)
     parser = argparse.ArgumentParser(prog="python -m servingmath.validate",
                                      description="A benchmark result file beside the book's step model and "
                                                  "simulator (chapter 14).")
@@ -713,7 +727,10 @@ def main(argv=None) -> int:
     parser.add_argument("--figure", default=None, help="where to write the figure (default: beside the input, "
                                                        "<name>.validate.png)")
     parser.add_argument("--no-figure", action="store_true", help="do not write a figure")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help (0) or a word argparse refuses (2, its usage printed): the status
+        return exc.code if isinstance(exc.code, int) else 2
     if args.tp < 1 or args.seeds < 1 or args.max_requests < 1:
         print("error: --tp, --seeds and --max-requests must be >= 1", file=sys.stderr)
         return 2
