@@ -200,6 +200,24 @@ def test_plan_candidates_match_replica_capacity():
         assert (r["rate"], r["batch_size"], r["binding"]) == (p.capacity, p.batch_size, p.binding)
 
 
+def test_plan_candidates_take_a_named_setting():
+    """setting="realistic" builds every configuration from the book's realistic setting, as a replica does."""
+    from servingmath.settings import setting_options
+
+    lens = ([512, 1024, 2048, 1024], [128, 256, 512, 64])
+    named = plan_candidates(M8, 20.0, *lens, ttft_slo=1.0, tpot_slo=0.05, prices=PRICES, setting="realistic")
+    bound = plan_candidates(M8, 20.0, *lens, ttft_slo=1.0, tpot_slo=0.05, prices=PRICES)
+    assert named and all(p.mfu == 0.5 and p.mbu == 0.75 for p in named)
+    assert max(p.capacity for p in named) < max(p.capacity for p in bound)
+    for p in named[:3]:
+        r = replica_capacity(M8, p.accelerator, *lens, ttft_slo=1.0, tpot_slo=0.05,
+                             tensor_parallel=p.tensor_parallel, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
+                             max_batch_size=p.max_batch_size, **setting_options("realistic"))
+        assert (r["rate"], r["batch_size"], r["binding"]) == (p.capacity, p.batch_size, p.binding)
+    with pytest.raises(KeyError, match="setting"):
+        plan_candidates(M8, 20.0, *lens, ttft_slo=1.0, tpot_slo=0.05, prices=PRICES, setting="optimistic")
+
+
 def test_plan_candidates_prune_and_keep_infeasible_on_request():
     both = _plans(tpot=0.006, include_infeasible=True)
     feasible = _plans(tpot=0.006)

@@ -440,3 +440,168 @@ def test_formulas_typed_in_the_drill_go_through_the_whitelist_parser():
     assert "is not allowed in a formula" in out and "pwned\n" not in out
     assert result.score == 1
 
+
+
+def test_the_cheat_sheet_reads_what_a_step_reads_at_both_settings():
+    from servingmath.decode import knee_batch_size
+    from servingmath.models import weight_bytes
+    from servingmath.moe import weight_bytes_read
+
+    sheet = drill.cheat_sheet()
+    rows = {l.split()[0]: l.split() for l in sheet.splitlines() if l.startswith("  ")}
+    for name in ["A100-SXM4-80GB", "H100-SXM5-80GB"]:
+        ridge, peak, real = rows[name][7], rows[name][9], rows[name][10]
+        assert peak == ridge == f"{ridge_point(name):.0f}"          # bf16: the knee is the ridge point
+        assert real == f"{knee_batch_size('Llama-3.1-8B', name, 0, setting='realistic'):.0f}"
+    mixtral = rows["Mixtral-8x7B"]                                    # stored 93.4 GB, read: shared + 2 experts
+    assert mixtral[3] == f"{weight_bytes('Mixtral-8x7B') / 1e9:.1f}"
+    assert mixtral[5] == f"{weight_bytes_read('Mixtral-8x7B', 1) / 1e9:.1f}"
+    assert float(mixtral[5]) < float(mixtral[3]) / 3
+    assert "MFU 0.5, MBU 0.75" in sheet and "routed experts only" not in sheet
+
+
+# ---------------------------------------------------------------- the drill in Chinese (--lang zh)
+ZH = drill.translations("zh")
+TRANSLATED = sorted(qid for qid in BANK if qid.split(".")[0] in ("interview", "interview_moe", "interview_fleet"))
+
+#: Each conceptual question's key points stated the wrong way round, in Chinese: every one is "not yet",
+#: with the inverted claim's hint (the Chinese twin of tests/test_questions.py's REVERSED).
+ZH_REVERSED = {
+    "interview.why_batching_raises_throughput":
+        "小批大小时解码是计算受限的，每条序列都要读一遍权重，所以吞吐随批大小下降；过了拐点一步转为访存受限。",
+    "interview.what_is_goodput": "Goodput 也统计那些未满足 SLO 的请求；SLO 被打破时 goodput 上升，吞吐下降。",
+    "interview.b_star_method": "到了脊点，矩阵乘转为访存受限；B* 随 GPU 数增大，张量并行 8 时 B* 乘以 N。",
+    "interview.low_tpot_with_background_work": "让后台任务优先，聊天请求可以被抢占；运行放得下的最大批，盯住平均 TPOT。",
+    "interview.pitfall_unconstrained_throughput": "TPOT 随着批增大而下降，所以最大的批能满足所有 SLO；延迟与批大小无关。",
+    "interview.queueing_growth": "排队延迟随利用率线性增长，在利用率接近 1 时也保持有界。",
+    "interview.prefill_vs_decode_bound": "Prefill 一次只处理一个 token，它的强度低于脊点；解码的强度高于脊点。",
+    "interview.ttft_tpot_e2e": "TPOT 包括第一个 token 在内的所有 token 的平均时间；TTFT 不包括排队。",
+    "interview.kv_cache_limits": "KV cache 随上下文变长而变小，所以限制批大小的是权重。",
+    "interview.tensor_parallel_tradeoff": "张量并行会提高 TPOT，每张 GPU 的吞吐随 N 上升。",
+    "interview.paged_attention": "PagedAttention 用大块分配，每条序列浪费更多，所以能放下更少的序列。",
+    "interview.chunked_prefill": "块越小越好，要小到访存受限；分块让 TTFT 缩短。",
+    "interview.disaggregation": "SLO 宽松、提示很短时分离最划算。",
+    "interview.mfu_mbu": "解码是计算受限的，所以解码看 MFU。",
+    "interview.quantization_effect": "int4 权重让 TPOT 上升，拐点 B* 也上升。",
+    "interview.speculative_decoding": "投机解码在大批时有帮助，在小批时有害。",
+    "interview.percentile_slos": "平均值能反映尾部，所以用平均值就够了。",
+    "interview.capacity_planning": "用峰值速率除以每副本容量后向下取整，让利用率接近 1。",
+    "interview.validate_with_measurement": "模型是上界，实测应该更快，所以模型错了。",
+    "interview_moe.active_is_not_bytes":
+        "批中的 token 选择相同的专家，所以一步只读一小部分模型；拐点比稠密模型更低，节点是计算受限的。",
+    "interview_moe.ep_or_tp": "张量并行 8 可以切分 latent；EP 的通信字节更多。",
+    "interview_moe.mla_cache": "MLA 之后注意力仍然访存受限，张量并行可以切分 latent。",
+    "interview_fleet.autoscaling_headroom": "集群越大，余量越贵；自动扩缩容比按峰值配置多用副本小时。",
+    "interview_fleet.prefix_aware_routing": "前缀亲和路由会降低命中率，把请求分散到每个副本才能提高命中率。",
+}
+
+
+def _fields(text):
+    from servingmath.question import template_fields
+
+    return template_fields(text)
+
+
+def test_every_message_of_the_drill_is_translated_with_the_same_fields():
+    assert set(ZH["ui"]) == set(drill.UI)
+    for key, text in ZH["ui"].items():
+        assert _fields(text) <= _fields(drill.UI[key]), key
+        assert re.search(r"[\u4e00-\u9fff]", text), key          # written in Chinese, not left in English
+    assert set(ZH["words"]) == set(drill.WORDS)
+    with pytest.raises(ValueError, match="lang must be one of en, zh"):
+        drill.translations("fr")
+
+
+@pytest.mark.parametrize("qid", TRANSLATED)
+def test_every_interview_question_is_translated_field_for_field(qid):
+    q, entry = BANK[qid], ZH["questions"][qid]
+    assert _fields(entry["prompt"]) == _fields(q.prompt)
+    assert set(entry["mistakes"]) == {m.label for m in q.mistakes}   # every hint, keyed by its slip
+    zh = drill.localize(q, "zh")
+    assert zh.render(q.draw(None)) != q.render(q.draw(None)) and "{" not in zh.render(q.draw(None))
+    assert [m.label for m in zh.mistakes] == [m.label for m in q.mistakes]
+    assert all(re.search(r"[\u4e00-\u9fff]", m.hint) for m in zh.mistakes)
+    if q.kind == "conceptual":
+        assert _fields(entry["answer"]) == _fields(getattr(q.answer, "text", ""))   # the same computed numbers
+        assert len(entry["key_points"]) == len(q.key_points)
+    for seed in range(3):                                             # the same numbers as the English
+        params = q.draw(seed)
+        assert zh.expected(params) == q.expected(params) or q.kind == "conceptual"
+
+
+@pytest.mark.parametrize("qid", [i for i in TRANSLATED if BANK[i].kind == "conceptual"])
+def test_chinese_model_answers_and_english_ones_are_read_and_reversed_chinese_is_not_yet(qid):
+    q = BANK[qid]
+    zh = drill.localize(q, "zh")
+    assert evaluate(zh, str(zh.expected())).correct, evaluate(zh, str(zh.expected()))
+    assert evaluate(zh, str(q.expected())).correct                   # an English answer in a Chinese drill
+    result = evaluate(zh, ZH_REVERSED[qid])
+    assert result.status == "incorrect" and result.slip.startswith("inverted: "), result
+    assert re.search(r"[\u4e00-\u9fff]", result.message)             # the hint is in Chinese
+
+
+def test_every_conceptual_interview_question_has_a_chinese_reversed_example():
+    assert set(ZH_REVERSED) == {i for i in TRANSLATED if BANK[i].kind == "conceptual"}
+
+
+@pytest.mark.parametrize("text,named", [
+    ("排队延迟按 1 / (1 - rho) 呈双曲线式增长。", True),
+    ("排队延迟不是双曲线式增长的。", False),
+    ("它并非双曲线式增长。", False),
+    ("不同的负载下，它都呈双曲线式增长。", True),                     # 不同 "different" negates nothing
+])
+def test_a_negated_chinese_key_point_is_not_named(text, named):
+    from servingmath.checks import mentions
+
+    assert mentions(r"双曲", text) is named
+
+
+def test_a_chinese_session_asks_hints_and_scores_in_chinese():
+    qs = [get_question("interview.kv_per_token_70b"), get_question("interview.queueing_growth"),
+          get_question("interview.ridge_a100")]
+    out = io.StringIO()
+    script = "160 KiB\n排队延迟随利用率线性增长。\n\n" + _typed(qs[2]) + "\n"
+    result = drill.run_drill(qs, stdin=io.StringIO(script), stdout=out, lang="zh")
+    text = out.getvalue()
+    assert result.score == 1 and [r.status for r in result.records] == ["not yet", "not yet", "correct"]
+    assert "面试练习：共 3 题。" in text and "第 1 题（共 3 题）" in text
+    assert "提示：你只算了 K 或 V" in text                              # the numeric slip's hint, translated
+    assert "参考答案：320 KiB（允许误差：1 % 以内）" in text
+    assert "提示：不是线性的" in text and "要点：" in text and "[ ] 等待按 1 / (1 - rho) 增长" in text
+    assert "正确。" in text and "得分：1 / 3" in text
+    assert "Correct" not in text and "Not yet" not in text and "Score" not in text
+
+
+def test_chinese_replies_to_garbage_and_skip_quit_in_chinese():
+    q = get_question("interview.decode_floor_70b_tp8")
+    assert "不是数" in drill.read_numeric(q, "很快", "zh")[1]
+    assert "小数点" in drill.read_numeric(q, "5,3", "zh")[1]
+    assert "不认识的单位" in drill.read_numeric(q, "5 parsecs", "zh")[1]
+    out = io.StringIO()
+    result = drill.run_drill([q, q], stdin=io.StringIO("跳过\n退出\n"), stdout=out, lang="zh")
+    assert [r.status for r in result.records] == ["skipped", "not answered"]
+    assert "已跳过。" in out.getvalue() and "按你的要求，练习到此结束。" in out.getvalue()
+    with pytest.raises(ValueError, match="lang"):
+        drill.run_drill([q], stdin=io.StringIO(""), stdout=io.StringIO(), lang="de")
+
+
+def test_an_untranslated_question_is_asked_in_english():
+    q = get_question("decode.tpot_batch_64")
+    assert q.id not in ZH["questions"] and drill.localize(q, "zh") is q
+
+
+def test_chinese_text_wraps_by_columns_and_never_opens_a_line_with_punctuation():
+    text = drill.worked_answer(get_question("interview.speculative_decoding"), width=80, lang="zh")
+    widths = [sum(drill._width(c) for c in line) for line in text.splitlines()]
+    assert max(widths) <= 82                      # a closing punctuation mark may hang past the edge
+    assert not any(line.lstrip()[:1] in "，。；：！？、）" for line in text.splitlines())
+    assert "alpha = 0.7" in text.replace("\n   ", " ")   # Latin words and numbers are never split
+    english = drill.worked_answer(get_question("interview.speculative_decoding"), width=80)
+    assert english.startswith("Q (conceptual, hard).") and "A strong answer names:" in english
+
+
+def test_the_command_line_drills_in_chinese():
+    proc = _run(["--lang", "zh", "--chapter", "interview", "--kind", "numeric", "--n", "1", "--seed", "3"], "skip\n")
+    assert "面试练习：共 1 题。" in proc.stdout and "已跳过。" in proc.stdout and "得分：0 / 1" in proc.stdout
+    bad = _run(["--lang", "fr"], "", check_rc=2)
+    assert "invalid choice" in bad.stderr and "Traceback" not in bad.stderr

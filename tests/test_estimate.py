@@ -94,8 +94,6 @@ def test_config_json_from_the_command_line(tmp_path):
     (("--model", "Llama-3.1-8B", "--params", "8e9", "--gpu", "H100", "--batch", "1", "--context", "10"),
      ["only one of --model, --config, --params"]),
     (("--params", "70e9", "--gpu", "H100", "--batch", "1", "--context", "10"), ["--kv-per-token", "--layers"]),
-    (("--params", "70e9", "--kv-per-token", "320kB", "--gpu", "H100", "--tp", "4", "--batch", "1", "--context", "10"),
-     ["--layers L --hidden D", "--pooled"]),
     (("--model", "Llama-3.1-7B", "--gpu", "H100", "--batch", "1", "--context", "10"), ["Did you mean", "--list"]),
     (("--model", "Llama-3.1-8B", "--gpu", "H1OO", "--batch", "1", "--context", "10"), ["'H100'"]),
     (("--model", "Llama-3.1-8B", "--gpu", "H100", "--tp", "3", "--batch", "1", "--context", "10"),
@@ -113,6 +111,18 @@ def test_bad_or_missing_input_gets_the_options_that_fix_it(tmp_path, args, needl
     assert err.startswith("estimate: error:") and "Traceback" not in err
     for needle in needles:
         assert needle in err, (needle, err)
+
+
+def test_the_issues_example_runs_and_says_the_gpus_are_pooled(tmp_path):
+    # totals and --tp without layer shapes: the references' pooled-slice convention, stated on the first line
+    rc, out, err = run(tmp_path, "--params", "70e9", "--weights", "int8", "--kv-per-token", "320kB", "--gpu", "H100",
+                       "--tp", "4", "--batch", "64", "--context", "4096")
+    assert rc == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("note: --tp 4 with totals only") and "--layers L --hidden D" in first
+    m = model_from_totals(parameters=70e9, kv_bytes_per_token=320e3)
+    expected = decode.decode_step_time(m, pooled_slice("H100", 4), 64, 4096, weight_dtype="int8")
+    assert ms(cell(out, "TPOT, hybrid")) == pytest.approx(expected, abs=5e-6)
 
 
 def test_list_and_help(tmp_path):

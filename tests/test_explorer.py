@@ -81,7 +81,7 @@ def test_drawing_without_a_kernel_does_not_fail():
 
 
 def test_static_figure_and_summary():
-    d = explorer.frontier_data("Llama-3.1-70B", "H100", "fp8", "fp8", 2, 4096)
+    d = explorer.frontier_data("Llama-3.1-70B", "H100", weight_dtype="fp8", kv_dtype="fp8", tensor_parallel=2, context_len=4096)
     fig, ax = plt.subplots()
     explorer.plot_frontier(ax, d, tpot_slo=0.05)
     assert ax.get_xscale() == "log" and "TPOT" in ax.get_xlabel() and "per GPU" in ax.get_ylabel()
@@ -98,7 +98,7 @@ def test_static_figure_and_summary():
 
 
 def test_the_best_lines_are_the_best_points_under_the_target():
-    d = explorer.frontier_data("Llama-3.1-70B", "H100", "fp8", "fp8", 2, 4096)
+    d = explorer.frontier_data("Llama-3.1-70B", "H100", weight_dtype="fp8", kv_dtype="fp8", tensor_parallel=2, context_len=4096)
     space, sel = d["space"], d["selected"]
     ok = space["tpot"] <= 0.05
     best_sel = max(np.flatnonzero(ok & sel), key=lambda i: space["throughput_per_gpu"][i])
@@ -115,9 +115,9 @@ def test_the_best_lines_are_the_best_points_under_the_target():
 
 
 def test_select_is_frontier_data_with_another_selection():
-    d = explorer.frontier_data("Llama-3.1-70B", "H100", "bf16", "bf16", 4, 2048)
+    d = explorer.frontier_data("Llama-3.1-70B", "H100", weight_dtype="bf16", kv_dtype="bf16", tensor_parallel=4, context_len=2048)
     for wd, kd, tp in [("fp8", "fp8", 2), ("int4", "bf16", 8), ("bf16", "fp8", 1)]:
-        fresh = explorer.frontier_data("Llama-3.1-70B", "H100", wd, kd, tp, 2048)
+        fresh = explorer.frontier_data("Llama-3.1-70B", "H100", weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp, context_len=2048)
         picked = explorer.select(d, wd, kd, tp)
         np.testing.assert_array_equal(picked["selected"], fresh["selected"])
         assert explorer.summary(picked) == explorer.summary(fresh)

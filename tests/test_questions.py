@@ -244,9 +244,24 @@ REVERSED = {
     "interview.capacity_planning":
         "Take the prompt and output lengths, find what one replica sustains within the SLOs, divide the peak rate "
         "by it and round down, and plan utilisation near 1, making sure the configuration fits in memory.",
+    "interview_fleet.prefix_aware_routing":
+        "The cache is shared across replicas, so least-loaded routing keeps the hit rate as high as one replica's; "
+        "prefix affinity lowers the hit rate and carries no risk.",
+    "interview_fleet.autoscaling_headroom":
+        "Run a fixed fleet sized for the mean rate; new replicas start at once, so no headroom is needed, and the "
+        "headroom costs more in a bigger fleet.",
     "interview.validate_with_measurement":
         "The model is an upper bound on the step time, so the measurement should be faster; the 53 % ratio means "
         "the model is wrong, and there is nothing to calibrate or check.",
+    "interview_moe.active_is_not_bytes":
+        "Yes: the tokens of a batch pick the same experts, so a step reads little of the model, about the 37B "
+        "active parameters; the knee is lower than a dense model's and the node is compute-bound.",
+    "interview_moe.ep_or_tp":
+        "TP 8: tensor parallelism can split the latent across the GPUs, and EP sends more bytes in its "
+        "all-to-alls than TP's all-reduces, so attention DP holds fewer sequences.",
+    "interview_moe.mla_cache":
+        "MLA compresses K and V into a latent, absorbed into the query, but each byte serves one head, so "
+        "attention stays memory-bound, below the ridge point, and tensor parallelism can split the latent.",
 }
 
 #: The issue's own examples of inverted answers that a direction-blind checker called correct.
@@ -262,19 +277,24 @@ ISSUE_EXAMPLES = [
 
 
 def _solution_answers():
+    """Conceptual question id -> the answer its solutions notebook types (a string literal in the cell
+    before the check), over every solutions notebook: the interview bank is asked in chapter 17, its MoE
+    questions in chapter 16, and others wherever their chapter asks them."""
     import ast
 
     import nbformat
 
-    nb = nbformat.read(ROOT / "solutions" / "17_interview_rehearsal.ipynb", as_version=4)
     found = {}
-    for index, cell in enumerate(nb.cells):
-        match = re.search(r"""check\(\s*["']([\w.]+)["']\s*,\s*(\w+)\s*\)""", cell.source)
-        if match and QUESTIONS[match.group(1)].kind == "conceptual":
-            tree = ast.parse(nb.cells[index - 1].source)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == match.group(2) for t in node.targets):
-                    found[match.group(1)] = ast.literal_eval(node.value)
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):     # the interview bank and the chapters' sets
+        nb = nbformat.read(path, as_version=4)
+        for index, cell in enumerate(nb.cells):
+            match = re.search(r"""check\(\s*["']([\w.]+)["']\s*,\s*(\w+)\s*\)""", cell.source)
+            if match and match.group(1) in QUESTIONS and QUESTIONS[match.group(1)].kind == "conceptual":
+                tree = ast.parse(nb.cells[index - 1].source)
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == match.group(2)
+                                                            for t in node.targets):
+                        found[match.group(1)] = ast.literal_eval(node.value)
     return found
 
 

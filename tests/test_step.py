@@ -199,3 +199,21 @@ def test_the_simulators_kv_capacity_is_the_memory_budget_with_replicated_kv_head
     # pooling the 16 GPUs' memory, as the simulator used to, would claim twice the KV heads' room
     pooled = (16 * 0.9 * 80e9 - p * 2) / models.kv_bytes_per_token(m)
     assert tokens < 0.6 * pooled
+
+
+def test_the_core_issue_cases_now_agree(capsys):
+    # tools/issue_checks.py re-runs the cases where two parts of the library used to disagree
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("issue_checks", Path(__file__).parent.parent / "tools" /
+                                                  "issue_checks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main()
+    lines = capsys.readouterr().out.splitlines()
+    import re
+    for line in lines[:3]:       # the two numbers of each case are the same
+        numbers = re.findall(r"(\d[\d,]*\.?\d*) (?:ms|tokens)", line)
+        assert len(numbers) == 2 and numbers[0] == numbers[1], line
+    assert "ValueError" in lines[3] and "Allowed degrees: 1, 2, 4, 8" in lines[3]
+    assert "4.48 ms" in lines[5] and "knee 295.4 vs ridge 295.3" in lines[5]

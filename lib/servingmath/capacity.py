@@ -667,7 +667,7 @@ def _dtype_pairs(dtypes):
 
 
 def _design_space(model, prompt_lens, output_lens, prices, tensor_parallel, dtypes, batch_caps, quantile,
-                  slot_quantile, allreduce_latency, options):
+                  slot_quantile, allreduce_latency, setting, options):
     """Check the design space once and compute each configuration's replica curves (SLO-independent)."""
     model = get_model(model)
     if slot_quantile is not None:
@@ -687,11 +687,14 @@ def _design_space(model, prompt_lens, output_lens, prices, tensor_parallel, dtyp
         for n in degrees:
             if n > 1 and acc.interconnect_bandwidth is None:
                 continue
-            latency = float(allreduce_latency(n) if callable(allreduce_latency) else allreduce_latency)
+            extra = dict(options)
+            if allreduce_latency is not None:     # None: the setting's (0 for both named settings)
+                extra["allreduce_latency"] = float(allreduce_latency(n) if callable(allreduce_latency)
+                                                   else allreduce_latency)
             for weight_dtype, kv_dtype in pairs:
-                dep = Deployment.build(model, acc, tensor_parallel=n, weight_dtype=weight_dtype,
-                                       kv_dtype=kv_dtype, compute_dtype="auto", allreduce_latency=latency,
-                                       **options)
+                dep = Deployment.build(model, acc, setting=setting, tensor_parallel=n,
+                                       weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype="auto",
+                                       **extra)
                 wall = _memory_wall(dep, context)
                 curves = None
                 if wall > 0:
@@ -729,7 +732,7 @@ def _plans(configs, caps, arrival_rate, ttft_slo, tpot_slo, utilisation_target, 
 
 
 _SPACE_DEFAULTS = dict(tensor_parallel=(1, 2, 4, 8), dtypes=DEFAULT_DTYPES, batch_caps=(256,), quantile=0.99,
-                       allreduce_latency=0.0, slot_quantile=0.99)
+                       allreduce_latency=None, slot_quantile=0.99, setting=None)
 #: deployment settings a design space applies to every configuration (the rest it varies itself)
 _SPACE_OPTIONS = DEPLOYMENT_OPTIONS - {"tensor_parallel", "weight_dtype", "kv_dtype", "compute_dtype",
                                        "allreduce_latency", "allreduce"}
@@ -737,8 +740,8 @@ _SPACE_OPTIONS = DEPLOYMENT_OPTIONS - {"tensor_parallel", "weight_dtype", "kv_dt
 
 def plan_candidates(model, arrival_rate, prompt_lens, output_lens, *, ttft_slo, tpot_slo, prices,
                     tensor_parallel=(1, 2, 4, 8), dtypes=DEFAULT_DTYPES, batch_caps=(256,),
-                    utilisation_target=0.8, quantile=0.99, allreduce_latency=0.0, slot_quantile=0.99,
-                    include_infeasible=False, **options) -> list:
+                    utilisation_target=0.8, quantile=0.99, allreduce_latency=None, slot_quantile=0.99,
+                    include_infeasible=False, setting=None, **options) -> list:
     """Every configuration of a design space, sized for the traffic and priced, cheapest first.
 
     Parameters
@@ -763,9 +766,12 @@ def plan_candidates(model, arrival_rate, prompt_lens, output_lens, *, ttft_slo, 
         Planned share of each replica's capacity (0.8 keeps 20 % headroom).
     quantile, slot_quantile
         As in :func:`replica_capacity`.
-    allreduce_latency : float or callable
+    allreduce_latency : float, callable or None
         Per-hop all-reduce latency, or a callable ``tensor_parallel -> seconds``
-        (the per-hop latency can depend on N).
+        (the per-hop latency can depend on N); None: the setting's (0).
+    setting : {None, "physical", "realistic"}
+        A named setting (:mod:`servingmath.settings`) every configuration starts
+        from; ``**options`` override it. None: the library's defaults (the physical bound).
     **options
         Deployment settings applied to every configuration (``mfu``, ``mbu``,
         ``overlap``, ``gpu_memory_utilization``, ``step_overhead``, ...).
@@ -798,7 +804,7 @@ def plan_candidates(model, arrival_rate, prompt_lens, output_lens, *, ttft_slo, 
                       prices=prices, tensor_parallel=tensor_parallel, dtypes=dtypes, batch_caps=batch_caps,
                       utilisation_target=utilisation_target, quantile=quantile,
                       allreduce_latency=allreduce_latency, slot_quantile=slot_quantile,
-                      include_infeasible=include_infeasible, **options)[0]
+                      include_infeasible=include_infeasible, setting=setting, **options)[0]
 
 
 def plan_sweep(model, arrival_rate, prompt_lens, output_lens, *, ttft_slos, tpot_slos, prices,
@@ -811,7 +817,7 @@ def plan_sweep(model, arrival_rate, prompt_lens, output_lens, *, ttft_slos, tpot
         Pairs of targets (seconds), equal lengths: pair i is (ttft_slos[i], tpot_slos[i]).
     **space
         ``tensor_parallel``, ``dtypes``, ``batch_caps``, ``quantile``, ``allreduce_latency``,
-        ``slot_quantile`` and deployment settings (as in :func:`plan_candidates`).
+        ``slot_quantile``, ``setting`` and deployment settings (as in :func:`plan_candidates`).
 
     Returns
     -------

@@ -358,9 +358,13 @@ def handout_mode() -> dict:
 
 
 # ---------------------------------------------------------------- conceptual answers
-_NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|cannot|hardly|barely any)\b|n't\b", re.I)
+#: Chinese answers (the drill's ``--lang zh``): 不/没(有)/并非/无法/从未/未 negate, except in words that only
+#: contain the character (不同 "different", 不断 "continually", 不仅 "not only", 未来 "future", ...).
+_NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|cannot|hardly|barely any)\b|n't\b"
+                       r"|不(?![同断仅少久论只过但如])|没有|没|并非|无法|从未|未(?!来)", re.I)
 _NOT_NEGATING = re.compile(r"\b(?:no matter|not only|no longer than|nothing but|not just)\b", re.I)
-_CLAUSE_END = re.compile(r"[.;:!?]\s|[.;:!?]$|,\s|\bbut\b|\bwhereas\b|\bwhile\b|—|\s-\s", re.I)
+_CLAUSE_END = re.compile(r"[.;:!?]\s|[.;:!?]$|,\s|\bbut\b|\bwhereas\b|\bwhile\b|—|\s-\s|[。；：！？，]|但|然而",
+                         re.I)
 
 
 def _negated(text: str, start: int, end: int, inside: bool = True) -> bool:

@@ -8,6 +8,7 @@
     python -m servingmath.drill --chapter 04             # chapter 04's questions (decode)
     python -m servingmath.drill --list                   # chapters and their question counts
     python -m servingmath.drill --cheat-sheet            # formulas and numbers worth remembering
+    python -m servingmath.drill --lang zh                # 中文练习: prompts, hints and feedback in Chinese
 
 Each question is asked, answered and given feedback at once: for a number,
 the expected value with its unit (and the hint when the answer is a known
@@ -26,6 +27,14 @@ without it a seed is drawn and printed. ``--variants`` asks each question's
 public practice variant for that seed: anyone can compute those answers, and
 they are never the variants of a graded hand-out, which are drawn from the
 teacher's course key (:meth:`servingmath.checks.Question.draw_for`).
+
+``--lang zh`` asks in Chinese: prompts, hints, model answers, key points and
+every message of the drill come from a translation file written as data
+(``servingmath/data/drill_zh.json``, :func:`translations`), with the technical
+terms as Chinese engineers say them (TTFT, TPOT, KV cache, goodput stay in
+English). A paragraph may be answered in Chinese or English: each key point and
+each wrong claim is looked for in both languages (:func:`localize`). A question
+the file does not translate is asked in English.
 
 Formulas are read by the same whitelist parser as the exercise checker
 (:func:`servingmath.answers.parse_formula`): typed text is data, never run.
@@ -54,20 +63,26 @@ True
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
+import json
 import math
 import random
 import re
 import sys
 import textwrap
 import time
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
 from .checks import Question, evaluate, mentions
+from .question import Mistake, Template
 from .units import UNIT_SCALES, parse_quantity
 
-__all__ = ["CHAPTER_NUMBERS", "question_chapters", "chapter_counts", "select_questions", "read_numeric", "expected_text",
+__all__ = ["LANGUAGES", "translations", "localize", "CHAPTER_NUMBERS", "question_chapters", "chapter_counts", "select_questions", "read_numeric", "expected_text",
            "worked_answer", "run_drill", "DrillResult", "Record", "cheat_sheet", "main", "KINDS", "DIFFICULTIES"]
 
 KINDS = ("numeric", "symbolic", "choice", "conceptual")
@@ -76,10 +91,206 @@ KINDS = ("numeric", "symbolic", "choice", "conceptual")
 CHAPTER_NUMBERS = {"01": "anatomy", "02": "rooflines", "03": "memory", "04": "decode", "05": "prefill",
                    "06": "pareto", "07": "slo", "08": "parallelism", "09": "queueing", "10": "scheduling",
                    "11": "quantization", "12": "speculative", "13": "capacity", "14": "validation",
-                   "16": "moe", "17": "interview"}
+                   "15": "fleet", "16": "moe", "17": "interview"}
 DIFFICULTIES = ("easy", "medium", "hard")
 WIDTH = 92
-_SKIP, _QUIT = {"skip", "pass", "next"}, {"quit", "exit", "stop"}
+_SKIP, _QUIT = {"skip", "pass", "next", "跳过"}, {"quit", "exit", "stop", "退出"}
+
+
+# ---------------------------------------------------------------- languages
+#: The drill's languages: English (the book's) and Chinese.
+LANGUAGES = ("en", "zh")
+_DATA = Path(__file__).parent / "data"
+
+#: Every message of the drill in English; a translation file's ``ui`` table gives the same keys with
+#: the same ``{fields}`` (tested).
+UI = {
+    "header": "Interview drill: {n} question{plural}.",
+    "time_limit_note": " Time limit: {limit:g} s per question.",
+    "question": "--- Question {index} of {n}  [{topics}, {difficulty}, {kind}]  {qid}",
+    "skipped": "Skipped.",
+    "correct": "Correct.",
+    "correct_late": "Correct, but late ({seconds:.0f} s > {limit:g} s): no point.",
+    "not_yet": "Not yet.",
+    "not_yet_hint": "Not yet. Hint: {hint}",
+    "not_yet_because": "Not yet: {message}",
+    "and_late": " (And late: {seconds:.0f} s > {limit:g} s.)",
+    "expected": "Expected: {expected}",
+    "stopped_interrupted": "Interrupted (Ctrl-C): stopping here.",
+    "stopped_end": "End of input: stopping here.",
+    "stopped_quit": "Stopping here, as asked.",
+    "score": "Score: {score} of {asked}{percent}{extra}.",
+    "ask_numeric_unit": "Answer in {unit} (or with a unit, such as '12.5 {unit}'); 'skip' shows the answer, "
+                        "'quit' stops.",
+    "ask_numeric_plain": "Answer a plain number, no unit; 'skip' shows the answer, 'quit' stops.",
+    "ask_symbolic": "Answer with a formula in {names} (Python syntax: *, /, **); 'skip' shows the answer, "
+                    "'quit' stops.",
+    "empty_formula": "Please type a formula in {names}, such as {example} * 2.",
+    "options": "Options: {options}",
+    "ask_choice": "Type the option or its number; 'skip' shows the answer, 'quit' stops.",
+    "empty_choice": "Please type one of the options (1 to {n}).",
+    "not_an_option": "{text!r} is not an option. Type one of: {options}.",
+    "ask_conceptual": "Answer in a few sentences; finish with an empty line. 'skip' shows the model answer, "
+                      "'quit' stops.",
+    "empty_paragraph": "Please type your answer (a paragraph), then an empty line.",
+    "key_points": "Key points:",
+    "hint": "Hint: {hint}",
+    "model_answer": "Model answer:",
+    "worked_question": "Q ({kind}, {difficulty}). {prompt}",
+    "strong_answer": "   A strong answer names:",
+    "worked_answer": "A: {answer}",
+    "accepted": "{value} (accepted {tolerance})",
+    "exactly": "exactly",
+    "within": "within {percent:g} %",
+    "seed_note": "(seed {seed}: run again with --seed {seed} for the same questions)",
+    # reading a number (read_numeric)
+    "in_unit": "in {unit}",
+    "plain_number": "a plain number, no unit",
+    "empty_number": "Please type an answer ({unit_phrase}), or 'skip' or 'quit'.",
+    "too_long": "That is too long to be a number: type a number {unit_phrase}, such as {example}.",
+    "not_a_number": "{text!r} is not a number. Type a number {unit_phrase}, such as {example}{with_unit}.",
+    "with_unit": ", or a number with a unit, such as '{example} {unit}'",
+    "decimal_comma": "{text!r}: use a decimal point, not a comma ({fixed!r}); commas are read as thousands "
+                     "separators.",
+    "no_unit_allowed": "could not read {text!r}: this answer is a plain number, without a unit (type just the "
+                       "number, e.g. {example}).",
+    "unknown_unit": "could not read {text!r}: unknown unit {unit!r}. The answer is {dimension}: type a number "
+                    "in {expected_unit}, or use one of {known}.",
+}
+#: The words of a status, a kind, a difficulty and a dimension, by language (English: the words themselves).
+WORDS = ("correct", "late", "not yet", "skipped", "not answered", "not reached", "numeric", "symbolic", "choice",
+         "conceptual", "easy", "medium", "hard", "a time", "a size in bytes", "a FLOP count", "a compute rate",
+         "a bandwidth", "a token rate", "a request rate", "an arithmetic intensity", "a token count")
+
+
+def _check_language(lang) -> str:
+    if lang not in LANGUAGES:
+        close = difflib.get_close_matches(str(lang), LANGUAGES, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}.{hint}")
+    return lang
+
+
+@cache
+def translations(lang: str = "zh") -> dict:
+    """The translation table of ``lang``: ``{"ui": {...}, "words": {...}, "questions": {...}}``.
+
+    Read from ``servingmath/data/drill_<lang>.json`` (English: empty tables, the text is the
+    book's own). ``questions`` maps a question id to its ``prompt``, its model ``answer`` (the
+    :class:`~servingmath.question.Template` text with the same ``{fields}``), its ``key_points``
+    (``[label, pattern]`` in the English order; the pattern finds the point in an answer written in
+    that language) and its ``mistakes`` (English slip label -> ``{"hint": ..., "pattern": ...}``,
+    the pattern a wrong claim in that language).
+
+    Examples
+    --------
+    >>> translations("zh")["ui"]["correct"]
+    '正确。'
+    >>> translations("en")["questions"]
+    {}
+    """
+    _check_language(lang)
+    if lang == "en":
+        return {"ui": {}, "words": {}, "questions": {}}
+    table = json.loads((_DATA / f"drill_{lang}.json").read_text(encoding="utf-8"))
+    return {"ui": table.get("ui", {}), "words": table.get("words", {}), "questions": table.get("questions", {})}
+
+
+def _t(lang: str, key: str, **fields) -> str:
+    """The message ``key`` in ``lang`` (English where the table lacks it), formatted with ``fields``."""
+    return translations(lang)["ui"].get(key, UI[key]).format(**fields)
+
+
+def _word(lang: str, word: str) -> str:
+    return translations(lang)["words"].get(word, word)
+
+
+def _merged(english: str, other: str | None) -> str:
+    """A pattern that finds the translation's text or the English: the translation's first, and the
+    English one kept inside a sentence of either language (``[^.`` also stops at 。 and ；, a word of
+    ``[^\\s.`` at Chinese punctuation)."""
+    if not other:
+        return english
+    english = english.replace("[^.", "[^.。；").replace(r"[^\s.", r"[^\s.。；，（）")
+    return f"(?:{other})|(?:{english})"
+
+
+def _claim_in(mistake: Mistake, pattern: str):
+    return lambda p: _merged(mistake.answer(p), pattern)
+
+
+def localize(question: Question, lang: str = "zh") -> Question:
+    """``question`` as asked in ``lang``: prompt, model answer, key points and hints translated.
+
+    The answer machinery is unchanged: the same parameters, numbers, mistakes (their slip
+    labels kept) and checks. A conceptual question's key points and wrong claims are looked for
+    in both languages, so an answer in either is read. A question without a translation is
+    returned as it is.
+
+    Examples
+    --------
+    >>> from servingmath.questions import get_question
+    >>> q = localize(get_question("interview.queueing_growth"), "zh")
+    >>> q.prompt[:15]
+    '当利用率趋近 1 时，服务器的'
+    >>> evaluate(q, "排队延迟按 1/(1 - rho) 增长，呈双曲线。").status
+    'incorrect'
+    """
+    if _check_language(lang) == "en":
+        return question
+    entry = translations(lang)["questions"].get(question.id)
+    if not entry:
+        return question
+    changes = {"prompt": entry.get("prompt", question.prompt)}
+    if "answer" in entry and isinstance(question.answer, Template):
+        changes["answer"] = Template(entry["answer"], facts=question.answer.facts)
+    elif "answer" in entry and question.kind == "conceptual":     # a model answer that quotes no computed number
+        changes["answer"] = Template(entry["answer"])
+    if "key_points" in entry:
+        changes["key_points"] = tuple((label, _merged(pattern, other))
+                                      for (_, pattern), (label, other) in zip(question.key_points,
+                                                                               entry["key_points"]))
+    translated = entry.get("mistakes", {})
+    mistakes = []
+    for mistake in question.mistakes:
+        t = translated.get(mistake.label)
+        if t is None:
+            mistakes.append(mistake)
+            continue
+        answer = mistake.answer
+        if question.kind == "conceptual" and t.get("pattern"):
+            answer = _claim_in(mistake, t["pattern"])
+        mistakes.append(Mistake(t["hint"], answer, name=mistake.label))
+    changes["mistakes"] = tuple(mistakes)
+    return dataclasses.replace(question, **changes)
+
+
+_NO_LINE_START = set("，。；：！？、）》”’")     # Chinese punctuation that never opens a line
+
+
+def _width(char: str) -> int:
+    return 2 if unicodedata.east_asian_width(char) in "WF" else 1
+
+
+def fill(text: str, width: int = WIDTH, initial_indent: str = "", subsequent_indent: str = "") -> str:
+    """:func:`textwrap.fill` that also wraps Chinese, which has no spaces: lines of ``width``
+    terminal columns (a CJK character takes two), broken between characters or at spaces,
+    never inside a Latin word or a number."""
+    if not any(_width(c) == 2 for c in text):
+        return textwrap.fill(text, width, initial_indent=initial_indent, subsequent_indent=subsequent_indent)
+    lines, line, used = [], initial_indent, len(initial_indent)
+    for token in re.findall(r"[\x21-\x7e]+|\s+|.", text):
+        size = sum(map(_width, token))
+        if token.isspace():
+            if used > len(subsequent_indent if lines else initial_indent):
+                line, used = line + " ", used + 1
+            continue
+        if used + size > width and line.strip() and token not in _NO_LINE_START:
+            lines.append(line.rstrip())
+            line, used = subsequent_indent, len(subsequent_indent)
+        line, used = line + token, used + size
+    lines.append(line.rstrip())
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- choosing questions
@@ -193,16 +404,17 @@ _DIMENSION_WORDS = {"s": "a time", "B": "a size in bytes", "FLOP": "a FLOP count
                     "FLOP/B": "an arithmetic intensity", "tok": "a token count"}
 
 
-def _unit_phrase(question: Question) -> str:
-    return f"in {question.unit}" if question.unit else "a plain number, no unit"
+def _unit_phrase(question: Question, lang: str = "en") -> str:
+    return _t(lang, "in_unit", unit=question.unit) if question.unit else _t(lang, "plain_number")
 
 
-def read_numeric(question: Question, text: str):
+def read_numeric(question: Question, text: str, lang: str = "en"):
     """Turn typed text into an answer for a numeric question, or explain what is wrong.
 
     Returns ``(answer, None)`` where ``answer`` is a number or a string with a
     unit that :func:`servingmath.checks.evaluate` reads, or ``(None, message)``.
-    Dimensionless questions also take ``1.4x`` and ``45 %``.
+    Dimensionless questions also take ``1.4x`` and ``45 %``. ``lang`` is the language of the
+    message (:data:`LANGUAGES`).
 
     Examples
     --------
@@ -213,19 +425,19 @@ def read_numeric(question: Question, text: str):
     >>> read_numeric(q, "fast")[1]
     "'fast' is not a number. Type a number in ms, such as 12.5, or a number with a unit, such as '12.5 ms'."
     """
-    cleaned = text.strip().strip("'\"`").strip().rstrip(".").strip()
+    cleaned = text.strip().strip("'\"`").strip().rstrip(".").rstrip("。").strip()
     example = "12.5" if question.unit else "1.5"
+    phrase = _unit_phrase(question, lang)
     if not cleaned:
-        return None, f"Please type an answer ({_unit_phrase(question)}), or 'skip' or 'quit'."
+        return None, _t(lang, "empty_number", unit_phrase=phrase)
     if len(cleaned) > 100:
-        return None, f"That is too long to be a number: type a number {_unit_phrase(question)}, such as {example}."
+        return None, _t(lang, "too_long", unit_phrase=phrase, example=example)
     if not re.search(r"\d", cleaned):
-        with_unit = f", or a number with a unit, such as '{example} {question.unit}'" if question.unit else ""
-        return None, (f"{cleaned!r} is not a number. Type a number {_unit_phrase(question)}, such as "
-                      f"{example}{with_unit}.")
+        with_unit = _t(lang, "with_unit", example=example, unit=question.unit) if question.unit else ""
+        return None, _t(lang, "not_a_number", text=cleaned, unit_phrase=phrase, example=example,
+                        with_unit=with_unit)
     if re.search(r"\d,\d{1,2}(?!\d)", cleaned):
-        return None, (f"{cleaned!r}: use a decimal point, not a comma ({cleaned.replace(',', '.')!r}); "
-                      "commas are read as thousands separators.")
+        return None, _t(lang, "decimal_comma", text=cleaned, fixed=cleaned.replace(",", "."))
     if question.unit is None:
         match = re.fullmatch(r"([-+0-9.eE_,]+)\s*(x|×|times|%)", cleaned)
         if match:
@@ -240,13 +452,12 @@ def read_numeric(question: Question, text: str):
     except ValueError:
         unit = re.sub(r"^[-+0-9.eE_,\s]+", "", cleaned)
         if question.unit is None:
-            return None, (f"could not read {cleaned!r}: this answer is a plain number, without a unit "
-                          f"(type just the number, e.g. {example}).")
+            return None, _t(lang, "no_unit_allowed", text=cleaned, example=example)
         dim = UNIT_SCALES[question.unit][1]
         known = ", ".join(_UNITS_BY_DIMENSION[dim])
-        return None, (f"could not read {cleaned!r}: unknown unit {unit!r}. The answer is "
-                      f"{_DIMENSION_WORDS.get(dim, dim)}: type a number in {question.unit}, or use one of "
-                      f"{known}.")
+        return None, _t(lang, "unknown_unit", text=cleaned, unit=unit,
+                        dimension=_word(lang, _DIMENSION_WORDS.get(dim, dim)), expected_unit=question.unit,
+                        known=known)
     if dimension is None:
         return value, None
     return cleaned, None
@@ -264,22 +475,22 @@ def _format_number(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _tolerance(question: Question) -> str:
+def _tolerance(question: Question, lang: str = "en") -> str:
     if question.rel_tol < 1e-6:
-        return "exactly"
-    return f"within {question.rel_tol * 100:g} %"
+        return _t(lang, "exactly")
+    return _t(lang, "within", percent=question.rel_tol * 100)
 
 
-def expected_text(question: Question, params: dict | None = None) -> str:
+def expected_text(question: Question, params: dict | None = None, lang: str = "en") -> str:
     """The expected answer as the drill shows it: a number with its unit and tolerance, a formula,
-    an option, or (conceptual) the model answer."""
+    an option, or (conceptual) the model answer (in ``lang``)."""
+    question = localize(question, lang)
     params = question.draw(None) if params is None else params
     expected = question.answer(params)
     if question.kind == "numeric":
-        if question.unit:
-            value = float(expected) / UNIT_SCALES[question.unit][0]
-            return f"{_format_number(value)} {question.unit} (accepted {_tolerance(question)})"
-        return f"{_format_number(float(expected))} (accepted {_tolerance(question)})"
+        value = float(expected) / UNIT_SCALES[question.unit][0] if question.unit else float(expected)
+        shown = f"{_format_number(value)} {question.unit}" if question.unit else _format_number(value)
+        return _t(lang, "accepted", value=shown, tolerance=_tolerance(question, lang))
     if question.kind == "symbolic":
         import sympy
 
@@ -287,21 +498,26 @@ def expected_text(question: Question, params: dict | None = None) -> str:
     return str(expected)
 
 
-def worked_answer(question: Question, params: dict | None = None, width: int = WIDTH) -> str:
-    """The question and its full answer as plain text (what the rehearsal chapter prints).
+def worked_answer(question: Question, params: dict | None = None, width: int = WIDTH,
+                  lang: str = "en") -> str:
+    """The question and its full answer as plain text (what the rehearsal chapter prints), in ``lang``.
 
     Conceptual questions list the key points a strong answer names before the model answer.
     """
+    question = localize(question, lang)
     params = question.draw(None) if params is None else params
-    lines = [textwrap.fill(f"Q ({question.kind}, {question.difficulty}). {question.render(params)}", width,
-                           subsequent_indent="   ")]
+    head = _t(lang, "worked_question", kind=_word(lang, question.kind), difficulty=_word(lang, question.difficulty),
+              prompt=question.render(params))
+    lines = [fill(head, width, subsequent_indent="   ")]
     if question.kind == "conceptual":
-        lines.append("   A strong answer names:")
-        lines += [textwrap.fill(point, width, initial_indent="   - ", subsequent_indent="     ")
+        lines.append(_t(lang, "strong_answer"))
+        lines += [fill(point, width, initial_indent="   - ", subsequent_indent="     ")
                   for point, _ in question.key_points]
-        lines.append(textwrap.fill("A: " + str(question.answer(params)), width, subsequent_indent="   "))
+        lines.append(fill(_t(lang, "worked_answer", answer=question.answer(params)), width,
+                          subsequent_indent="   "))
     else:
-        lines.append(textwrap.fill("A: " + expected_text(question, params), width, subsequent_indent="   "))
+        lines.append(fill(_t(lang, "worked_answer", answer=expected_text(question, params, lang)), width,
+                          subsequent_indent="   "))
     return "\n".join(lines)
 
 
@@ -324,6 +540,7 @@ class DrillResult:
     records: list = field(default_factory=list)
     stopped: str = ""
     time_limit: float | None = None
+    lang: str = "en"
 
     @property
     def asked(self) -> int:
@@ -334,14 +551,18 @@ class DrillResult:
         return sum(r.status == "correct" for r in self.records)
 
     def summary(self) -> str:
+        lang = self.lang
         counts = Counter(r.status for r in self.records)
-        extra = ", ".join(f"{counts[s]} {s}" for s in ("late", "not yet", "skipped", "not answered", "not reached")
-                          if counts[s])
+        extra = ", ".join(f"{counts[s]} {_word(lang, s)}"
+                          for s in ("late", "not yet", "skipped", "not answered", "not reached") if counts[s])
         percent = f" ({100 * self.score / self.asked:.0f} %)" if self.asked else ""
-        lines = [f"Score: {self.score} of {self.asked}{percent}" + (f"; {extra}" if extra else "") + "."]
+        lines = [_t(lang, "score", score=self.score, asked=self.asked, percent=percent,
+                    extra=f"; {extra}" if extra else "")]
         for r in self.records:
             time_taken = f"  ({r.seconds:.0f} s)" if r.seconds is not None and self.time_limit else ""
-            lines.append(f"  {r.status:<14}{r.question_id}{time_taken}")
+            status = _word(lang, r.status)
+            pad = 14 - sum(map(_width, status))
+            lines.append(f"  {status}{' ' * max(pad, 1)}{r.question_id}{time_taken}")
         return "\n".join(lines)
 
 
@@ -354,8 +575,8 @@ class _Quit(Exception):
 
 
 class _Session:
-    def __init__(self, stdin, stdout):
-        self.stdin, self.stdout = stdin, stdout
+    def __init__(self, stdin, stdout, lang="en"):
+        self.stdin, self.stdout, self.lang = stdin, stdout, lang
         try:   # a terminal echoes what is typed; a script's answers are echoed here, for a readable log
             self.echo = not stdin.isatty()
         except (AttributeError, ValueError, OSError):
@@ -367,8 +588,11 @@ class _Session:
         self.stdout.flush()
 
     def wrap(self, text: str, indent: str = "") -> str:
-        return "\n".join(textwrap.fill(part, WIDTH, initial_indent=indent, subsequent_indent=indent)
+        return "\n".join(fill(part, WIDTH, initial_indent=indent, subsequent_indent=indent)
                          for part in text.split("\n"))
+
+    def t(self, key: str, **fields) -> str:
+        return _t(self.lang, key, **fields)
 
     def line(self, prompt: str = "> ") -> str:
         self.stdout.write(prompt)
@@ -387,14 +611,13 @@ class _Session:
 
 
 def _ask_numeric(session, question, params):
-    session.say(f"Answer {_unit_phrase(question)}"
-                + (f" (or with a unit, such as '12.5 {question.unit}')" if question.unit else "")
-                + "; 'skip' shows the answer, 'quit' stops.")
+    session.say(session.t("ask_numeric_unit", unit=question.unit) if question.unit
+                else session.t("ask_numeric_plain"))
     while True:
         text = session.line()
         if text.strip().lower() in _SKIP:
             return None
-        answer, problem = read_numeric(question, text)
+        answer, problem = read_numeric(question, text, session.lang)
         if problem is None:
             result = _safe_evaluate(question, answer, params)
             if result.status != "invalid":
@@ -405,14 +628,14 @@ def _ask_numeric(session, question, params):
 
 def _ask_symbolic(session, question, params):
     names = ", ".join(sorted(question.symbols)) or "the symbols of the question"
-    session.say(f"Answer with a formula in {names} (Python syntax: *, /, **); 'skip' shows the answer, "
-                "'quit' stops.")
+    session.say(session.t("ask_symbolic", names=names))
     while True:
         text = session.line()
         if text.strip().lower() in _SKIP:
             return None
         if not text.strip():
-            session.say(f"Please type a formula in {names}, such as {sorted(question.symbols)[0] if question.symbols else 'x'} * 2.")
+            session.say(session.t("empty_formula", names=names,
+                                  example=sorted(question.symbols)[0] if question.symbols else "x"))
             continue
         result = _safe_evaluate(question, text, params)
         if result.status != "invalid":
@@ -423,8 +646,8 @@ def _ask_symbolic(session, question, params):
 
 def _ask_choice(session, question, params):
     options = "   ".join(f"{i}) {c}" for i, c in enumerate(question.choices, 1))
-    session.say(f"Options: {options}")
-    session.say("Type the option or its number; 'skip' shows the answer, 'quit' stops.")
+    session.say(session.t("options", options=options))
+    session.say(session.t("ask_choice"))
     while True:
         text = session.line().strip().strip("'\"")
         if text.lower() in _SKIP:
@@ -432,18 +655,17 @@ def _ask_choice(session, question, params):
         if text.isdigit() and 1 <= int(text) <= len(question.choices):
             text = question.choices[int(text) - 1]
         if not text:
-            session.say(f"Please type one of the options (1 to {len(question.choices)}).")
+            session.say(session.t("empty_choice", n=len(question.choices)))
             continue
         result = _safe_evaluate(question, text, params)
         if result.status != "invalid":
             return result
-        session.say(f"{text!r} is not an option. Type one of: "
-                    + ", ".join(f"{i} ({c})" for i, c in enumerate(question.choices, 1)) + ".")
+        session.say(session.t("not_an_option", text=text,
+                              options=", ".join(f"{i} ({c})" for i, c in enumerate(question.choices, 1))))
 
 
 def _ask_conceptual(session, question, params):
-    session.say("Answer in a few sentences; finish with an empty line. 'skip' shows the model answer, "
-                "'quit' stops.")
+    session.say(session.t("ask_conceptual"))
     while True:
         lines = []
         try:
@@ -454,7 +676,7 @@ def _ask_conceptual(session, question, params):
                 if not text.strip():
                     if lines:
                         break
-                    session.say("Please type your answer (a paragraph), then an empty line.")
+                    session.say(session.t("empty_paragraph"))
                     continue
                 lines.append(text.strip())
         except _EndOfInput:
@@ -479,19 +701,19 @@ def _safe_evaluate(question, answer, params):
 
 
 def _feedback_conceptual(session, question, params, answer):
-    session.say("Key points:")
+    session.say(session.t("key_points"))
     for point, pattern in question.key_points:
         mark = "[x]" if answer and mentions(pattern, answer) else "[ ]"
-        session.say(textwrap.fill(f"{mark} {point}", WIDTH, initial_indent="  ", subsequent_indent="      "))
+        session.say(fill(f"{mark} {point}", WIDTH, initial_indent="  ", subsequent_indent="      "))
     for mistake in question.mistakes:
         if answer and mentions(mistake.answer(params), answer, claim=True):
-            session.say(session.wrap(f"Hint: {mistake.hint}"))
-    session.say("Model answer:")
+            session.say(session.wrap(session.t("hint", hint=mistake.hint)))
+    session.say(session.t("model_answer"))
     session.say(session.wrap(str(question.answer(params)), "  "))
 
 
 def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = None, clock=None,
-              variant_seed: int | None = None) -> DrillResult:
+              variant_seed: int | None = None, lang: str = "en") -> DrillResult:
     """Ask ``questions`` one by one on ``stdin``/``stdout``, give feedback, print the score.
 
     Parameters
@@ -509,6 +731,8 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
     variant_seed : int, optional
         Draw each question's variant parameters with this seed (``None``: the
         book's own numbers).
+    lang : {"en", "zh"}
+        The language of the questions, hints and messages (:func:`localize`).
 
     Returns
     -------
@@ -516,14 +740,16 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
         Stops early on 'quit', at the end of input, or on Ctrl-C (``stopped``
         says which); questions not reached are recorded as such.
     """
-    session = _Session(stdin or sys.stdin, stdout or sys.stdout)
+    lang = _check_language(lang)
+    session = _Session(stdin or sys.stdin, stdout or sys.stdout, lang)
     clock = clock or time.monotonic
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ValueError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
-    result = DrillResult(time_limit=time_limit)
-    questions = list(questions)
-    limit_note = f" Time limit: {time_limit:g} s per question." if time_limit else ""
-    session.say(f"Interview drill: {len(questions)} question{'s' * (len(questions) != 1)}.{limit_note}")
+    result = DrillResult(time_limit=time_limit, lang=lang)
+    originals = list(questions)
+    questions = [localize(q, lang) for q in originals]
+    limit_note = session.t("time_limit_note", limit=time_limit) if time_limit else ""
+    session.say(session.t("header", n=len(questions), plural="s" * (len(questions) != 1)) + limit_note)
     current = None
     try:
         for index, question in enumerate(questions, 1):
@@ -533,8 +759,9 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
             params = question.draw(variant_seed)
             topics = "/".join(question_chapters(question))
             session.say("")
-            session.say(f"--- Question {index} of {len(questions)}  [{topics}, {question.difficulty}, "
-                        f"{question.kind}]  {question.id}")
+            session.say(session.t("question", index=index, n=len(questions), topics=topics,
+                                  difficulty=_word(lang, question.difficulty), kind=_word(lang, question.kind),
+                                  qid=question.id))
             session.say(session.wrap(question.render(params)))
             start = clock()
             answer_text = None
@@ -552,26 +779,26 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
             late = time_limit is not None and seconds > time_limit
             if outcome is None:
                 status = "skipped"
-                session.say("Skipped.")
+                session.say(session.t("skipped"))
             elif outcome.correct:
                 status = "late" if late else "correct"
-                session.say(f"Correct, but late ({seconds:.0f} s > {time_limit:g} s): no point."
-                            if late else "Correct.")
+                session.say(session.t("correct_late", seconds=seconds, limit=time_limit)
+                            if late else session.t("correct"))
             else:
                 status = "not yet"
                 message = outcome.message.removeprefix("not yet").lstrip(".: ")
                 if question.kind == "conceptual" or not message:
-                    message = "Not yet."   # for a paragraph, the key points below say it in full
-                elif message.startswith("Hint"):
-                    message = f"Not yet. {message}"
+                    message = session.t("not_yet")   # for a paragraph, the key points below say it in full
+                elif message.startswith("Hint: "):
+                    message = session.t("not_yet_hint", hint=message.removeprefix("Hint: "))
                 else:
-                    message = f"Not yet: {message}"
-                session.say(session.wrap(message
-                                         + (f" (And late: {seconds:.0f} s > {time_limit:g} s.)" if late else "")))
+                    message = session.t("not_yet_because", message=message)
+                session.say(session.wrap(message + (session.t("and_late", seconds=seconds, limit=time_limit)
+                                                    if late else "")))
             if question.kind == "conceptual":
                 _feedback_conceptual(session, question, params, answer_text)
             else:
-                session.say(f"Expected: {expected_text(question, params)}")
+                session.say(session.t("expected", expected=expected_text(originals[index - 1], params, lang)))
             result.records.append(Record(question.id, status, None if outcome is None else seconds))
             current = None
     except _Quit:
@@ -586,11 +813,11 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
         result.records.append(Record(question.id, "not reached"))
     session.say("")
     if result.stopped == "interrupted":
-        session.say("Interrupted (Ctrl-C): stopping here.")
+        session.say(session.t("stopped_interrupted"))
     elif result.stopped == "end of input":
-        session.say("End of input: stopping here.")
+        session.say(session.t("stopped_end"))
     elif result.stopped == "quit":
-        session.say("Stopping here, as asked.")
+        session.say(session.t("stopped_quit"))
     session.say(result.summary())
     return result
 
@@ -599,8 +826,9 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
 CHEAT_ACCELERATORS = ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "MI300X")
 CHEAT_MODELS = ("Llama-3.1-8B", "Mistral-7B", "Qwen2.5-7B", "Llama-2-7B", "Mixtral-8x7B", "Llama-3.1-70B",
                 "Qwen2.5-72B", "Llama-3.1-405B")
-#: Efficiencies of the "realistic" column of the cheat sheet (the rooflines chapter's example).
-CHEAT_EFFICIENCY = {"mfu": 0.5, "mbu": 0.8}
+#: The setting of the "real" columns of the cheat sheet: the book's one realistic setting
+#: (:data:`servingmath.settings.REALISTIC`: MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce).
+CHEAT_SETTING = "realistic"
 
 
 def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_model: str = "Llama-3.1-8B",
@@ -609,7 +837,9 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
 
     Every number is computed when the function runs, from the accelerator and
     model catalogs and the library's formulas, so the sheet cannot drift from
-    the book. Plain ASCII, so it prints anywhere.
+    the book. Each headline is given at the physical bound ("peak") and at the
+    book's realistic setting ("real", :data:`CHEAT_SETTING`). Plain ASCII, so
+    it prints anywhere.
 
     Examples
     --------
@@ -620,29 +850,33 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
     from .decode import knee_batch_size
     from .hardware import get_accelerator
     from .memory import min_tensor_parallel
+    from .moe import weight_bytes_read
     from .parallelism import tensor_parallel_decode_time
     from .models import get_model, kv_bytes_per_token, parameter_count, weight_bytes
     from .roofline import critical_batch_size, ridge_point
     from .slo import READING_WPM, WORDS_PER_TOKEN, tpot_for_reading_speed
 
-    eff = CHEAT_EFFICIENCY
+    real = CHEAT_SETTING
     lines = [
         "CHEAT SHEET -- the arithmetic of LLM serving (computed from the book's catalogs)",
-        "Conventions: dense peak FLOP/s, decimal GB and TB/s, bf16 unless noted, MFU = MBU = 1 unless noted.",
+        "Conventions: dense peak FLOP/s, decimal GB and TB/s, bf16 unless noted. 'peak': the physical bound",
+        "(MFU = MBU = 1, all-reduce bytes at full link bandwidth, no latency); 'real': the book's realistic",
+        "setting (MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce at 80 % link efficiency).",
         "",
         "FORMULAS",
         "  ridge point        R = F / W  FLOP per byte (with efficiencies: F*MFU / (W*MBU))",
-        "  decode step        T(B) = max(M_w / W, 2 P B / F) + B S k / W   (+ 2 all-reduces per layer if TP)",
-        "  knee               B* = R b_w / 2  (bf16: B* ~ R), the same for any TP degree N",
-        "  throughput         X(B) = B / T(B): almost linear below B*, flat above",
-        "  KV per token       k = 2 L K d_h b_kv bytes;   batch limit B_mem = (u M - M_w/N) / (S k/N)",
-        "  TPOT target tau    B_SLO = floor((tau - M_w/W) / (S k / W)) while below the knee",
-        "  prefill            2 P L_p FLOPs (+ attention); compute-bound once L_p is past ~R tokens",
-        "  latency            E2E = TTFT + (n - 1) TPOT;  TPOT = (E2E - TTFT) / (n - 1)",
-        "  queueing           M/M/1 wait = rho s / (1 - rho) (hyperbolic); M/D/1 half; Little L = lambda W",
+        "  weights read       Q_w = P_mm b_w per step: all but the input embedding (B rows gathered)",
+        "  decode step        T(B) = max(Q_w / W, 2 P_mm B / F) + B S k_tok / W + T_0 (+ all-reduces if TP)",
+        "  knee               B* = R b_w / 2  (bf16: the ridge point), the same for any TP degree N",
+        "  throughput         X(B) = B / T(B): almost linear below B*; flat above at the bound only",
+        "  KV per token       k_tok = 2 L K d_h b_kv bytes;  memory wall B_mem = (u M - M_w/N) / (S k_tok/N)",
+        "  TPOT target tau    B_SLO = floor((tau - Q_w/W) / (S k_tok / W)) while below the knee",
+        "  prefill            2 P_mm L_p FLOPs (+ attention); compute-bound once L_p is past ~R tokens",
+        "  latency            E2E = TTFT + (L_o - 1) TPOT;  TPOT = (E2E - TTFT) / (L_o - 1)",
+        "  queueing           W_q = rho s / (1 - rho) for M/M/1 (hyperbolic); M/D/1 half; L = lambda x time",
         "  goodput            req/s meeting every SLO (vLLM); max rate with >= 90 % meeting (DistServe)",
         "",
-        f"ACCELERATORS        (B*: knee of {reference_model} at S = 0, peak and at MFU {eff['mfu']:g} / MBU {eff['mbu']:g})",
+        f"ACCELERATORS        (B*: knee of {reference_model} at S = 0, peak and real)",
         f"  {'name':<16}{'HBM':>8}{'bandwidth':>12}{'bf16 peak':>14}{'ridge':>8}{'fp8 ridge':>11}"
         f"{'B* peak':>9}{'B* real':>9}",
     ]
@@ -655,7 +889,8 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
         lines.append(
             f"  {acc.name:<16}{acc.memory_bytes / 1e9:>5.0f} GB{acc.memory_bandwidth / 1e12:>7.2f} TB/s"
             f"{acc.peak_flops('bf16') / 1e12:>7.0f} TFLOP/s{ridge_point(acc):>8.0f}{fp8:>11}"
-            f"{knee_batch_size(reference_model, acc, 0):>9.0f}{knee_batch_size(reference_model, acc, 0, **eff):>9.0f}")
+            f"{knee_batch_size(reference_model, acc, 0):>9.0f}"
+            f"{knee_batch_size(reference_model, acc, 0, setting=real):>9.0f}")
     ref = get_accelerator(reference_accelerator).name
     lines += [
         f"  B_crit = R b_w / 2, {ref}: bf16 {critical_batch_size(ref):.0f}, int8 "
@@ -663,17 +898,20 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
         f"{critical_batch_size(ref, weight_dtype='int4'):.0f}, fp8 (and fp8 math) "
         f"{critical_batch_size(ref, weight_dtype='fp8', compute_dtype='fp8'):.0f}",
         "",
-        "MODELS (bf16)       weights: the bytes a batch-1 decode step reads (MoE: routed experts only)",
+        "MODELS (bf16)   stored: all weights; read: the bytes a batch-1 step reads (MoE: shared + k experts)",
         f"  TPOT floor: batch 1, S = 0, on the fewest {ref} (TP) that hold weights + 4k tokens",
-        f"  {'model':<16}{'params':>10}{'weights':>10}{'KV/token':>11}{'KV @ 4k tokens':>16}{'TPOT floor':>12}{'TP':>4}",
+        f"  {'model':<16}{'params':>10}{'stored':>9}{'read':>9}{'KV/token':>10}{'KV @ 4k':>10}"
+        f"{'floor peak':>11}{'real':>9}{'TP':>4}",
     ]
     for name in models:
         m = get_model(name)
         kv = kv_bytes_per_token(m)
         tp = min_tensor_parallel(m, ref, 4096)
-        floor = tensor_parallel_decode_time(m, ref, 1, 0, tensor_parallel=tp)
-        lines.append(f"  {m.name:<16}{parameter_count(m) / 1e9:>7.1f} bn{weight_bytes(m) / 1e9:>7.1f} GB"
-                     f"{kv / 1024:>7.0f} KiB{kv * 4096 / 2**30:>12.2f} GiB{floor * 1e3:>9.1f} ms{tp:>4}")
+        floors = [tensor_parallel_decode_time(m, ref, 1, 0, tensor_parallel=tp, setting=st)
+                  for st in ("physical", real)]
+        lines.append(f"  {m.name:<16}{parameter_count(m) / 1e9:>7.1f} bn{weight_bytes(m) / 1e9:>6.1f} GB"
+                     f"{weight_bytes_read(m, 1) / 1e9:>6.1f} GB{kv / 1024:>6.0f} KiB{kv * 4096 / 2**30:>6.2f} GiB"
+                     f"{floors[0] * 1e3:>8.1f} ms{floors[1] * 1e3:>6.1f} ms{tp:>4}")
     reading = tpot_for_reading_speed()
     lines += [
         "",
@@ -722,6 +960,8 @@ def _parser() -> argparse.ArgumentParser:
                              "numbers (graded hand-outs use other variants, drawn from the teacher's key)")
     parser.add_argument("--list", action="store_true", help="list the chapters and their question counts")
     parser.add_argument("--cheat-sheet", action="store_true", help="print the one-page cheat sheet")
+    parser.add_argument("--lang", choices=LANGUAGES, default="en",
+                        help="language of the questions, hints and feedback: en (default) or zh (中文)")
     return parser
 
 
@@ -757,9 +997,9 @@ def main(argv=None, stdin=None, stdout=None, clock=None) -> int:
         stdout.write("\nInterrupted.\n")
         return 130
     if args.seed is None:
-        stdout.write(f"(seed {seed}: run again with --seed {seed} for the same questions)\n")
+        stdout.write(_t(args.lang, "seed_note", seed=seed) + "\n")
     result = run_drill(questions, stdin=stdin, stdout=stdout, time_limit=args.time_limit, clock=clock,
-                       variant_seed=seed if args.variants else None)
+                       variant_seed=seed if args.variants else None, lang=args.lang)
     return 130 if result.stopped == "interrupted" else 0
 
 

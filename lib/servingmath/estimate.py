@@ -357,15 +357,21 @@ def main(argv=None, stdout=None, stderr=None) -> int:
                          "how many sequences decode together (--batch 64) and their context (--context 4096)")
         model = _model(args)
         settings = _SETTINGS if args.setting == "both" else (args.setting,)
-        result = estimate(model, args.gpu, batch_size=args.batch, context_len=args.context, prompt_len=args.prompt,
-                          tensor_parallel=args.tp, pooled=args.pooled, weight_dtype=args.weights, kv_dtype=args.kv,
-                          compute_dtype=args.compute, gpu_memory_utilization=args.gpu_memory_utilization,
-                          settings=settings)
+        options = dict(batch_size=args.batch, context_len=args.context, prompt_len=args.prompt,
+                       tensor_parallel=args.tp, weight_dtype=args.weights, kv_dtype=args.kv,
+                       compute_dtype=args.compute, gpu_memory_utilization=args.gpu_memory_utilization,
+                       settings=settings)
+        note = ""
+        try:
+            result = estimate(model, args.gpu, pooled=args.pooled, **options)
+        except MissingShapeError as exc:
+            if not (args.tp > 1 and not args.pooled and "all-reduces" in str(exc)):
+                raise
+            # totals without shapes: the references' convention (a pooled slice), said on the first line
+            result = estimate(model, args.gpu, pooled=True, **options)
+            note = (f"note: --tp {args.tp} with totals only: the {args.tp} GPUs are treated as one pooled chip "
+                    "(the all-reduces need the layers and width: add --layers L --hidden D to count them)\n")
     except MissingShapeError as exc:
-        if args.tp > 1 and not args.pooled and "all-reduces" in str(exc):
-            return _fail(stderr, f"--tp {args.tp} counts the tensor-parallel all-reduces, which need the model's "
-                                 "layers and width: add --layers L --hidden D, or add --pooled to treat the "
-                                 f"{args.tp} GPUs as one pooled chip (no communication counted)")
         return _fail(stderr, f"{exc}\n  (the shape options are --layers, --hidden, --heads, --kv-heads, --head-dim)")
     except _Usage as exc:
         return _fail(stderr, str(exc))
@@ -373,7 +379,7 @@ def main(argv=None, stdout=None, stderr=None) -> int:
         return _fail(stderr, f"{exc}\n  (python -m servingmath.estimate --list shows the catalog)")
     except ValueError as exc:
         return _fail(stderr, str(exc))
-    stdout.write(result.text + "\n")
+    stdout.write(note + result.text + "\n")
     return 0
 
 

@@ -54,7 +54,7 @@ DEFAULT_MODELS = ("Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-72B", "Mixtral-8x7B"
 DEFAULT_ACCELERATORS = ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB", "L40S", "MI300X")
 
 
-def frontier_data(model, accelerator, weight_dtype="bf16", kv_dtype="bf16", tensor_parallel=1,
+def frontier_data(model, accelerator, *, weight_dtype="bf16", kv_dtype="bf16", tensor_parallel=1,
                   context_len=2048, batch_sizes=None, weight_dtypes=WEIGHT_DTYPES,
                   kv_dtypes=KV_DTYPES, tensor_parallel_options=TENSOR_PARALLEL, **kwargs) -> dict:
     """The design space of one model on one accelerator, its Pareto front and one selected configuration.
@@ -380,8 +380,9 @@ class FrontierExplorer:
             self.data = select(self.data, self.weight_dtype.value, self.kv_dtype.value, n)
             self.text = summary(self.data, self.tpot_slo)
         else:
-            self.data = frontier_data(model, self.accelerator.value, self.weight_dtype.value,
-                                      self.kv_dtype.value, n, self.context_len.value, **self.kwargs)
+            self.data = frontier_data(model, self.accelerator.value, weight_dtype=self.weight_dtype.value,
+                                      kv_dtype=self.kv_dtype.value, tensor_parallel=n,
+                                      context_len=self.context_len.value, **self.kwargs)
             self.text = summary(self.data, self.tpot_slo)
             self._space_key = key
             self._frame = fit_frame(self.data["space"], tpot_slo=self.tpot_slo)

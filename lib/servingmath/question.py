@@ -11,13 +11,14 @@ import hashlib
 import hmac
 import random
 import re
+import string
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .units import UNIT_SCALES
 
-__all__ = ["Question", "Mistake", "student_id"]
+__all__ = ["Question", "Mistake", "Template", "student_id", "template_fields"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,40 @@ class Mistake:
             return self.name
         first = re.split(r"(?<=[a-z0-9)])[.:;](?:\s|$)", self.hint.strip(), maxsplit=1)[0]
         return first if len(first) <= 70 else first[:69].rstrip() + "…"
+
+
+def template_fields(text: str) -> set[str]:
+    """The names of the ``{fields}`` of a format string (``"{a:.1f} and {b}"`` -> ``{"a", "b"}``)."""
+    return {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+@dataclass(frozen=True)
+class Template:
+    """A model answer written once per language with its numbers as fields: ``text.format(**values)``.
+
+    ``facts`` maps the question's parameters to the numbers the answer quotes (computed by the
+    library), so every language's answer quotes the same numbers from one computation
+    (:func:`servingmath.drill.localize`, ``data/drill_zh.json``). A Template is called like any ``answer``:
+    ``template(params)``.
+
+    >>> t = Template("about {gb:.0f} GB", facts=lambda p: {"gb": 16.06})
+    >>> t({}), sorted(template_fields(t.text))
+    ('about 16 GB', ['gb'])
+    """
+
+    text: str
+    facts: Callable[[dict], dict] | None = None
+
+    def values(self, params: dict) -> dict:
+        """The parameters and the facts, the fields the text is formatted with."""
+        return {**params, **(self.facts(params) if self.facts else {})}
+
+    def render(self, text: str, params: dict) -> str:
+        """``text`` (this answer or a translation of it) formatted with this answer's values."""
+        return text.format(**self.values(params))
+
+    def __call__(self, params: dict) -> str:
+        return self.render(self.text, params)
 
 
 def student_id(name: str) -> str:

@@ -705,7 +705,8 @@ def _erlang_b(c, a):
 def erlang_c(servers, arrival_rate, service_time):
     """Erlang's C formula: the probability that a request waits in an M/M/c queue.
 
-    Derived in the chapter "Queueing". ``servers`` identical servers (replicas)
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    ``servers`` identical servers (replicas)
     share one FCFS queue; requests arrive as a Poisson stream at
     ``arrival_rate`` and each needs an exponential service of mean
     ``service_time``. A request waits when it finds all c servers busy.
@@ -764,7 +765,8 @@ def erlang_c(servers, arrival_rate, service_time):
 def mmc_mean_wait(servers, arrival_rate, service_time):
     """Mean wait in the queue of the M/M/c queue: W_q = C(c, a) s / (c - a).
 
-    Derived in the chapter "Queueing". ``inf`` where a = lambda s >= c.
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    ``inf`` where a = lambda s >= c.
 
     Notes
     -----
@@ -796,7 +798,8 @@ def mmc_mean_wait(servers, arrival_rate, service_time):
 def mmc_wait_cdf(t, servers, arrival_rate, service_time):
     """P(W <= t) for the M/M/c (FCFS) wait in the queue: 1 - C(c, a) e^{-(c mu - lambda) t}.
 
-    Derived in the chapter "Queueing". The wait is 0 with probability 1 - C
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    The wait is 0 with probability 1 - C
     and otherwise exponential with rate c mu - lambda. 0 for every t where
     a >= c (no steady state).
 
@@ -829,7 +832,8 @@ def mmc_wait_cdf(t, servers, arrival_rate, service_time):
 def mmc_wait_quantile(q, servers, arrival_rate, service_time):
     """Quantile of the M/M/c (FCFS) wait in the queue: max(0, ln(C / (1 - q)) / (c mu - lambda)).
 
-    Derived in the chapter "Queueing". Every quantile q <= 1 - C(c, a) is 0
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    Every quantile q <= 1 - C(c, a) is 0
     (those requests find a free server). ``inf`` where a >= c. The quantile
     comes first, as in :func:`mm1_wait_quantile`, its c = 1 case.
 
@@ -878,7 +882,8 @@ class PoolingComparison(NamedTuple):
 def pooling_comparison(servers, arrival_rate, service_time, *, quantile=0.99):
     """Pool c servers behind one queue, or split the traffic at random into c queues of one server each?
 
-    Derived in the chapter "Queueing". The same c servers, the same Poisson
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    The same c servers, the same Poisson
     traffic ``arrival_rate`` (the total), the same exponential service of
     mean ``service_time``, at the same utilisation rho = lambda s / c:
 
@@ -958,7 +963,8 @@ def _log_hw_ratio(beta: float) -> float:
 def halfin_whitt_wait_probability(beta):
     """The Halfin-Whitt limit of Erlang C: P(wait) ~ 1 / (1 + beta Phi(beta) / phi(beta)).
 
-    Derived in the chapter "Queueing". With c = a + beta sqrt(a) servers for
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    With c = a + beta sqrt(a) servers for
     an offered load of a erlangs, Erlang's C(c, a) tends to this as a grows
     with beta fixed (the "quality-and-efficiency-driven" regime): the
     probability of waiting depends on the safety margin beta alone.
@@ -1016,7 +1022,8 @@ def _count(result, *inputs):
 def square_root_staffing(arrival_rate, service_time, wait_probability):
     """Servers for a target probability of waiting, by the square-root rule: c = ceil(a + beta sqrt(a)).
 
-    Derived in the chapter "Queueing". a = lambda s is the offered load (the
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    a = lambda s is the offered load (the
     servers the traffic keeps busy on average) and beta solves
     :func:`halfin_whitt_wait_probability` (beta) = ``wait_probability``. The
     margin above the load grows like sqrt(a), so a fleet ten times larger
@@ -1073,7 +1080,8 @@ def square_root_staffing(arrival_rate, service_time, wait_probability):
 def erlang_c_servers(arrival_rate, service_time, wait_probability):
     """The smallest number of servers c with Erlang's C(c, a) <= ``wait_probability`` (exact).
 
-    Derived in the chapter "Queueing". Walks c = 1, 2, ... with Erlang B's
+    Derived in the chapter "A fleet" (notebooks/15_fleet.ipynb).
+    Walks c = 1, 2, ... with Erlang B's
     recursion (C decreases in c once c > a) and stops at the first c that
     meets the target; at least 1 (also for no traffic).
 

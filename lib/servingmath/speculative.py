@@ -66,6 +66,7 @@ from ._validation import check_integer, check_nonnegative, check_scalar, scalar_
 from .decode import decode_step_parts
 from .deployment import DEPLOYMENT_OPTIONS, Deployment, deployment_function
 from .models import check_context_len, get_model
+from .settings import setting_options
 from .step import Iteration, combine, iteration_work, time_parts
 
 __all__ = [
@@ -286,24 +287,28 @@ def _all_parts(target: Deployment, draft: Deployment, batch, context, g):
 
 def speculative_function(func):
     """The calling convention of the speculative functions: ``(target, draft, accelerator, ...)``
-    or ``(deployment, draft, ...)``, deployment settings as keyword options shared by both models.
+    or ``(deployment, draft, ...)``, deployment settings as keyword options shared by both models
+    (``setting="realistic"`` selects the book's realistic setting, :mod:`servingmath.settings`).
 
     The draft runs on the target's deployment (same accelerators, tensor
     parallelism, data types and efficiencies), as in :class:`servingmath.simulate.Speculative`.
     """
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        setting = kwargs.pop("setting", None)
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in DEPLOYMENT_OPTIONS}
         if args and isinstance(args[0], Deployment):
             if len(args) < 2:
                 raise ValueError(f"{func.__name__}: give the draft model after the deployment")
+            if setting is not None:       # a named setting, then the options given beside it
+                options = {**setting_options(setting, args[0].accelerator), **options}
             target = args[0].replace(**options) if options else args[0]
             draft, rest = args[1], args[2:]
         else:
             if len(args) < 3:
                 raise ValueError(f"{func.__name__}: give the target model, the draft model and the accelerator "
                                  "(or a Deployment and the draft model)")
-            target = Deployment.build(args[0], args[2], **options)
+            target = Deployment.build(args[0], args[2], setting=setting, **options)
             draft, rest = args[1], args[3:]
         draft_dep = dataclasses.replace(target, model=get_model(draft))
         return func(target, draft_dep, *rest, **kwargs)
@@ -476,6 +481,8 @@ def break_even_batch_size(target: Deployment, draft: Deployment, context_len, ac
     159.3
     >>> round(break_even_batch_size(*args, 256, 0.8, 4), 1)
     194.2
+    >>> round(break_even_batch_size(*args, 0, 0.8, 4, setting="realistic"), 1)
+    101.9
     >>> break_even_batch_size(*args, 2048, 0.8, 4)   # pays at every batch up to 4096
     inf
     """

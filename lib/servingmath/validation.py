@@ -1711,7 +1711,7 @@ PHYSICAL = Efficiency()
 _PHYSICAL = PHYSICAL
 
 #: The fixed-guess baseline: the book's realistic setting (:data:`servingmath.settings.REALISTIC`):
-#: MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce latencies at 80 % of the link.
+#: MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's protocol-aware all-reduce (Simple at 80 % of the link).
 BASELINE = Efficiency(mbu=REALISTIC["mbu"], mfu=REALISTIC["mfu"], step_overhead=REALISTIC["step_overhead"],
                       allreduce_latency=REALISTIC["allreduce_latency"],
                       allreduce_base_latency=REALISTIC["allreduce_base_latency"],

@@ -13,13 +13,14 @@ import sympy as sp
 
 from ..capacity import (batch_quantile, cheapest_plan, cost_per_million_tokens, replica_capacity,
                         replicas_needed, workload_statistics)
-from ..question import Mistake, Question
 from ..decode import decode_step_time
 from ..pareto import compute_dtype_for
+from ..question import Mistake, Question
+from ..queueing import mm1_mean_wait, mmc_mean_wait, erlang_c
 from ..slo import max_batch_for_tpot
 
-_R, _N, _p, _lam, _L_o = sp.symbols("R N p lambda L_o", positive=True)
-_COST_SYMBOLS = {"R": _R, "N": _N, "p": _p, "lam": _lam, "lambda": _lam, "L_o": _L_o}
+_n, _N, _p, _lam, _L_o = sp.symbols("n N p lambda L_o", positive=True)
+_COST_SYMBOLS = {"n": _n, "N": _N, "p": _p, "lam": _lam, "lambda": _lam, "L_o": _L_o}
 
 
 def _node_to_replica(p, gpus):
@@ -27,7 +28,7 @@ def _node_to_replica(p, gpus):
 
 
 def _replica_capacity(p, **overrides):
-    args = dict(tensor_parallel=p["tp"], weight_dtype=p["dtype"], kv_dtype=p["dtype"], mfu=p["mfu"], mbu=p["mbu"])
+    args = dict(tensor_parallel=p["tp"], weight_dtype=p["dtype"], kv_dtype=p["dtype"], setting=p["setting"])
     args.update(overrides)
     ttft, tpot = args.pop("ttft_slo", p["ttft_slo"]), args.pop("tpot_slo", p["tpot_slo"])
     return replica_capacity(p["model"], p["accelerator"], p["prompt_len"], p["output_len"], ttft_slo=ttft,
@@ -36,7 +37,7 @@ def _replica_capacity(p, **overrides):
 
 def _decode_only_rate(p):
     """The mistake of sizing with the decode alone: B_SLO(tau) from the step time, rate = B / ((L_o - 1) T(B))."""
-    kw = dict(tensor_parallel=p["tp"], weight_dtype=p["dtype"], kv_dtype=p["dtype"], mfu=p["mfu"], mbu=p["mbu"],
+    kw = dict(tensor_parallel=p["tp"], weight_dtype=p["dtype"], kv_dtype=p["dtype"], setting=p["setting"],
               compute_dtype=compute_dtype_for(p["dtype"], p["accelerator"]))
     context = p["prompt_len"] + p["output_len"] // 2
     b = max_batch_for_tpot(p["model"], p["accelerator"], context, tpot_slo=p["tpot_slo"], **kw)
@@ -45,11 +46,11 @@ def _decode_only_rate(p):
 
 def _cheapest(p):
     return cheapest_plan(p["model"], p["rate"], p["prompt_len"], p["output_len"], ttft_slo=p["ttft_slo"],
-                         tpot_slo=p["tpot_slo"], prices=p["prices"], mfu=p["mfu"], mbu=p["mbu"]).accelerator
+                         tpot_slo=p["tpot_slo"], prices=p["prices"], setting=p["setting"]).accelerator
 
 
 _CAPACITY = {"model": "Llama-3.1-70B", "accelerator": "H100-SXM5-80GB", "tp": 4, "dtype": "fp8",
-             "prompt_len": 1024, "output_len": 256, "ttft_slo": 0.45, "tpot_slo": 0.040, "mfu": 0.6, "mbu": 0.6}
+             "prompt_len": 1024, "output_len": 256, "ttft_slo": 0.45, "tpot_slo": 0.040, "setting": "realistic"}
 
 _CONTEXT = {"prompt_lens": [1000, 1000], "output_lens": [100, 500]}
 
@@ -77,7 +78,7 @@ QUESTIONS = [
         mistakes=[
             Mistake("The closed form's TPOT is a mean over requests; the target is a 99th percentile, and the "
                     "simulator measured it 8 ms over. Shipping breaks the SLO for more than 1 % of users.",
-                    lambda p: "ship it"),
+                    lambda p: "ship it", name="inverted: the mean stands for the P99"),
             Mistake("A larger cap lets the batch grow further in a burst, and every step gets longer: TPOT "
                     "rises. Lower the load per replica instead.", lambda p: "raise the batch cap"),
         ],
@@ -200,7 +201,8 @@ QUESTIONS = [
         "capacity.replica_capacity",
         "Llama-3.1-70B on 4 H100-SXM5-80GB (TP 4), fp8 weights and KV cache (fp8 math), every request "
         "{prompt_len} prompt and {output_len} output tokens, prefill and decode on the same GPUs (prefill first). "
-        "Targets: P99 TTFT {ttft_slo:g} s and TPOT {tpot_slo:g} s; MFU {mfu:g}, MBU {mbu:g}; no batch cap. "
+        "Targets: P99 TTFT {ttft_slo:g} s and TPOT {tpot_slo:g} s; the book's realistic setting "
+        "(setting=\"realistic\": MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce); no batch cap. "
         "What request rate does one replica serve within the targets, in the chapter's closed-form model? (req/s)",
         answer=lambda p: _replica_capacity(p)["rate"],
         params=_CAPACITY,
@@ -225,7 +227,7 @@ QUESTIONS = [
     Question(
         "capacity.cheapest_accelerator",
         "Llama-3.1-70B must serve {rate:g} req/s of 1024-token prompts with 256-token answers at P99 TTFT "
-        "{ttft_slo:g} s and TPOT {tpot_slo:g} s, with MFU {mfu:g} and MBU {mbu:g}. A GPU-hour costs $1.30 on an "
+        "{ttft_slo:g} s and TPOT {tpot_slo:g} s, at the book's realistic setting. A GPU-hour costs $1.30 on an "
         "A100-SXM4-80GB and $3.00 on an H100-SXM5-80GB. Trying TP 1, 2, 4, 8, bf16 or fp8 weights and KV cache, "
         "and a batch cap of 256 at a utilisation target of 0.8, which accelerator gives the lower cost per "
         "million output tokens? ('A100-SXM4-80GB' or 'H100-SXM5-80GB')",
@@ -233,33 +235,86 @@ QUESTIONS = [
         kind="choice",
         choices=("A100-SXM4-80GB", "H100-SXM5-80GB"),
         params={"model": "Llama-3.1-70B", "rate": 40.0, "prompt_len": 1024, "output_len": 256, "ttft_slo": 0.45,
-                "tpot_slo": 0.040, "mfu": 0.6, "mbu": 0.6,
+                "tpot_slo": 0.040, "setting": "realistic",
                 "prices": {"A100-SXM4-80GB": 1.3, "H100-SXM5-80GB": 3.0}},
         difficulty="medium",
         mistakes=[
             Mistake("The cheapest GPU-hour is not the cheapest token. At a 40 ms TPOT a 70B model needs fast "
                     "memory: the A100 serves so few requests per GPU that it pays for several times more "
-                    "GPU-hours per token.", lambda p: "A100-SXM4-80GB"),
+                    "GPU-hours per token.", lambda p: "A100-SXM4-80GB",
+                    name="inverted: the cheaper GPU-hour gives the cheaper token"),
         ],
     ),
     Question(
         "capacity.cost_formula",
-        "A fleet of R replicas of N GPUs each, at p dollars per GPU-hour, serves lambda requests per second "
+        "A fleet of n replicas of N GPUs each, at p dollars per GPU-hour, serves lambda requests per second "
         "with L_o output tokens each on average. Write its cost in dollars per million output tokens. "
-        "(sympy expression in R, N, p, lam, L_o)",
-        answer=lambda p: 10**6 * _R * _N * _p / (3600 * _lam * _L_o),
+        "(sympy expression in n, N, p, lam, L_o)",
+        answer=lambda p: 10**6 * _n * _N * _p / (3600 * _lam * _L_o),
         kind="symbolic",
         symbols=_COST_SYMBOLS,
         mistakes=[
             Mistake("A replica of N GPUs costs N x p per hour: multiply by N.",
-                    lambda p: 10**6 * _R * _p / (3600 * _lam * _L_o)),
-            Mistake("The fleet has R replicas: multiply by R.", lambda p: 10**6 * _N * _p / (3600 * _lam * _L_o)),
+                    lambda p: 10**6 * _n * _p / (3600 * _lam * _L_o)),
+            Mistake("The fleet has n replicas: multiply by n.", lambda p: 10**6 * _N * _p / (3600 * _lam * _L_o)),
             Mistake("That is per thousand tokens: scale by 10**6, not 10**3.",
-                    lambda p: 10**3 * _R * _N * _p / (3600 * _lam * _L_o)),
+                    lambda p: 10**3 * _n * _N * _p / (3600 * _lam * _L_o)),
             Mistake("The price is per hour and the rate per second: divide by the 3600 seconds of an hour.",
-                    lambda p: 10**6 * _R * _N * _p / (_lam * _L_o)),
+                    lambda p: 10**6 * _n * _N * _p / (_lam * _L_o)),
             Mistake("Tokens per hour are 3600 x lambda x L_o: divide by 3600, do not multiply.",
-                    lambda p: 3600 * 10**6 * _R * _N * _p / (_lam * _L_o)),
+                    lambda p: 3600 * 10**6 * _n * _N * _p / (_lam * _L_o)),
+        ],
+    ),
+]
+
+def _per_replica_rate_as_total(p):
+    return mmc_mean_wait(p["replicas"], p["rate"] / p["replicas"], p["service_time"])
+
+
+QUESTIONS += [
+    Question(
+        "capacity.pooled_prefill_wait",
+        "A fleet of {replicas} replicas receives {rate:g} req/s in total (Poisson); each replica prefills one "
+        "prompt at a time, and prefill times are exponential with mean {service_ms:g} ms. A least-loaded router "
+        "makes the fleet's prefills behave like one pooled queue over {replicas} servers (M/M/c). What is the "
+        "mean wait before a prefill starts? (ms)",
+        answer=lambda p: mmc_mean_wait(p["replicas"], p["rate"], p["service_time"]),
+        unit="ms",
+        params={"replicas": 4, "rate": 40.0, "service_time": 0.040},
+        variants={"replicas": (3, 4, 8), "rate_share": (0.4, 0.55, 0.7), "service_time": (0.03, 0.04)},
+        derive=lambda p: {**p, "service_ms": round(p["service_time"] * 1e3, 3),
+                          **({"rate": round(p["rate_share"] * p["replicas"] / p["service_time"], 6)}
+                             if "rate_share" in p else {})},
+        mistakes=[
+            Mistake("That is random routing: each replica its own M/M/1 queue at lambda / c. Pooling waits "
+                    "much less: W_q = C(c, a) s / (c - a), a = lambda s.",
+                    lambda p: mm1_mean_wait(p["rate"] / p["replicas"], p["service_time"])),
+            Mistake("The M/M/c formula takes the total arrival rate, not one replica's share.",
+                    _per_replica_rate_as_total),
+            Mistake("That is the mean wait of those who wait, s / (c - a); the mean over all requests "
+                    "multiplies it by the probability of waiting, C(c, a).",
+                    lambda p: mmc_mean_wait(p["replicas"], p["rate"], p["service_time"])
+                    / erlang_c(p["replicas"], p["rate"], p["service_time"])),
+            Mistake("That includes the prefill itself (wait + service); the question asks for the wait before "
+                    "it starts.",
+                    lambda p: mmc_mean_wait(p["replicas"], p["rate"], p["service_time"]) + p["service_time"]),
+        ],
+        difficulty="medium",
+    ),
+    Question(
+        "capacity.routing_tail",
+        "Two fleets of equal size serve the same Poisson traffic of chat requests with prefill-first batching "
+        "replicas: one routes each request to a replica at random, the other to the least-loaded replica "
+        "(fewest outstanding tokens). Which has the lower P99 TTFT? ('random' or 'least loaded')",
+        answer=lambda p: "least loaded",
+        kind="choice",
+        choices=("random", "least loaded"),
+        difficulty="easy",
+        mistakes=[
+            Mistake("Backwards: random routing makes every replica its own queue, and one can be sent a burst "
+                    "of long prompts while another idles. Least loaded sends each request where the work is "
+                    "smallest, close to one pooled queue (M/M/c against c x M/M/1): shorter waits at the same "
+                    "load.", lambda p: "random", name="inverted: random routing has the shorter tail"),
         ],
     ),
 ]

@@ -25,17 +25,20 @@ import re
 
 import sympy as sp
 
-from ..question import Mistake, Question
+from ..question import Mistake, Question, Template
 from ..decode import decode_step_time, knee_batch_size
+from ..deployment import Deployment
 from ..hardware import get_accelerator
 from ..memory import max_batch_size, memory_available_for_kv
-from ..models import get_model, kv_bytes_per_token, weight_bytes
+from ..models import get_model, kv_bytes_per_token, matmul_parameter_count, parameter_count
+from ..moe import weight_bytes_read
 from ..parallelism import tensor_parallel_decode_time, tp_knee_batch_size
 from ..prefill import prefill_time
 from ..queueing import md1_mean_wait, mm1_mean_wait, prefill_mean_ttft
 from ..roofline import critical_batch_size, ridge_point
 from ..slo import READING_WPM, WORDS_PER_TOKEN, tpot_for_reading_speed
-from ..symbolic import B, P, S, W, b_w, rho
+from ..speculative import LLAMA_3_2_1B, break_even_batch_size
+from ..symbolic import B, L_o, Q_w, S, W, k_tok, rho
 from ..units import KiB
 
 __all__ = ["QUESTIONS", "REQUIRED"]
@@ -68,8 +71,8 @@ def _inverted(name: str, hint: str, phrase: str, *patterns: str) -> Mistake:
 
 
 # ---------------------------------------------------------------- numbers the answers quote
-def _knee_tp8(p):
-    return float(tp_knee_batch_size(p["model"], p["accelerator"], 0, tensor_parallel=p["tp"]))
+def _knee_tp8(p, **options):
+    return float(tp_knee_batch_size(p["model"], p["accelerator"], 0, tensor_parallel=p["tp"], **options))
 
 
 def _tp_time(p, batch):
@@ -84,16 +87,20 @@ def _ridge_h100():
 _WHY_BATCHING = Question(
     "interview.why_batching_raises_throughput",
     "Why does batching decode requests raise throughput, and where does the gain stop?",
-    answer=lambda p: (
-        "At small batch a decode step is memory-bandwidth-bound: it must read every weight once "
-        f"(about {weight_bytes(M8) / 1e9:.0f} GB for {M8} in bf16) to produce one token per sequence, "
-        "and the weights are read once per step and shared by every sequence in the batch. "
+    answer=Template(
+        "At small batch a decode step is memory-bandwidth-bound: it must read every weight but the "
+        "input-embedding table once (about {read_gb:.0f} GB for Llama-3.1-8B in bf16) to produce one token "
+        "per sequence, and the weights are read once per step and shared by every sequence in the batch. "
         "Adding a sequence adds only its KV-cache read and a little math, so the step time barely grows "
         "while the tokens per step grow with B: throughput B / T(B) rises almost linearly. "
-        "The gain stops at the knee B*, where the weight matmuls turn compute-bound (about the ridge "
-        f"point, {_ridge_h100():.0f} FLOP/byte on an H100, so B* is about {knee_batch_size(M8, H100, 0):.0f}): "
-        "beyond it T(B) grows in proportion to B and throughput flattens. Memory for the KV cache or a TPOT "
-        "target usually stops the batch earlier."),
+        "The gain stops at the knee B*, where the weight matmuls turn compute-bound (in bf16 the ridge "
+        "point, {ridge:.0f} FLOP/byte on an H100, so B* is about {knee:.0f} at the physical bound and "
+        "{knee_real:.0f} at realistic efficiencies): beyond it T(B) grows in proportion to B and throughput "
+        "flattens (exactly flat only in the hybrid model at the bound; measured throughput keeps rising "
+        "slowly). Memory for the KV cache or a TPOT target usually stops the batch earlier.",
+        facts=lambda p: {"read_gb": weight_bytes_read(M8, 1) / 1e9, "ridge": _ridge_h100(),
+                         "knee": knee_batch_size(M8, H100, 0),
+                         "knee_real": knee_batch_size(M8, H100, 0, setting="realistic")}),
     kind="conceptual",
     key_points=(
         ("the weights are read once per step and shared by the whole batch",
@@ -141,7 +148,7 @@ _WHY_BATCHING = Question(
 _GOODPUT = Question(
     "interview.what_is_goodput",
     "What is goodput, and why do serving papers report it rather than throughput?",
-    answer=lambda p: (
+    answer=Template(
         "Goodput counts only the work that meets its latency SLOs: the requests (or their tokens) whose "
         "TTFT and TPOT are both within target. vLLM's benchmark reports it as good requests per second at a "
         "given load; DistServe defines it as the highest request rate at which at least 90 % of requests "
@@ -194,8 +201,11 @@ _B_STAR = Question(
     answer=_knee_tp8,
     params=dict(_SYSTEM_8X),
     variants={"model": (M70, "Qwen2.5-72B"), "accelerator": (H100, H200), "tp": (4, 8)},
-    rel_tol=0.02,   # the ridge point itself (295 FLOP/B vs B* = 300) is an accepted roofline answer
+    # the ridge point itself is an accepted roofline answer: the gathered embedding rows move B* by 2 in 10^4
     mistakes=[
+        Mistake("A step does not read the input-embedding table: it gathers its B rows. Charging the whole "
+                "table to the weight read puts B* a few percent above the ridge point.",
+                lambda p: _knee_tp8(p) * parameter_count(p["model"]) / matmul_parameter_count(p["model"])),
         Mistake("You divided by the N GPUs. Tensor parallelism splits both the weight bytes and the FLOPs "
                 "N ways, so N cancels: B* of the node equals B* of one GPU.", lambda p: _knee_tp8(p) / p["tp"]),
         Mistake("You multiplied by the N GPUs (the node's FLOP/s over one GPU's bandwidth, or the reverse "
@@ -211,16 +221,20 @@ _B_STAR_METHOD = Question(
     "interview.b_star_method",
     "Explain how you find B* with the roofline for an 8 x H100 node serving a 70B model, and what it "
     "means for the batch you run.",
-    answer=lambda p: (
-        f"Start from the ridge point: the H100's dense bf16 peak over its bandwidth, 989.4 TFLOP/s / 3.35 TB/s "
-        f"= {_ridge_h100():.0f} FLOP per byte. A decode step's weight matmuls do 2 FLOPs per weight per "
-        "sequence and read each 2-byte weight once, so their arithmetic intensity is about B FLOPs per byte: "
-        "they turn compute-bound when B reaches the ridge, B* = R b_w / 2, about "
-        f"{_knee_tp8(_SYSTEM_8X):.0f} for Llama-3.1-70B in bf16. Tensor parallelism 8 divides both the weight "
-        "bytes and the FLOPs by 8, so N cancels: the node's B* equals one GPU's (the all-reduces add time "
-        "but use neither HBM nor the tensor cores). With realistic MFU and MBU, the KV-cache reads, the "
-        "memory capacity and the TPOT target, run min(B_SLO, B*, B_mem): below B* throughput is still rising "
-        "almost for free, above it the batch only adds latency."),
+    answer=Template(
+        "Start from the ridge point: the H100's dense bf16 peak over its bandwidth, {peak_tflops:.1f} TFLOP/s / "
+        "{bandwidth_tbs:.2f} TB/s = {ridge:.0f} FLOP per byte. A decode step's weight matmuls do 2 FLOPs per "
+        "weight per sequence and read each 2-byte weight once, so their arithmetic intensity is about B FLOPs "
+        "per byte: they turn compute-bound when B reaches the ridge, B* = R b_w / 2, about {knee:.0f} for "
+        "Llama-3.1-70B in bf16. Tensor parallelism 8 divides both the weight bytes and the FLOPs by 8, so N "
+        "cancels: the node's B* equals one GPU's (the all-reduces add time but use neither HBM nor the tensor "
+        "cores). Realistic efficiencies move it by MFU / MBU (0.5 / 0.75: about {knee_real:.0f}). With the "
+        "KV-cache reads, the memory capacity and the TPOT target, run min(B_SLO, B*, B_mem): below B* "
+        "throughput is still rising almost for free, above it the batch mostly adds latency.",
+        facts=lambda p: {"peak_tflops": get_accelerator(H100).peak_flops("bf16") / 1e12,
+                         "bandwidth_tbs": get_accelerator(H100).memory_bandwidth / 1e12,
+                         "ridge": _ridge_h100(), "knee": _knee_tp8(_SYSTEM_8X),
+                         "knee_real": _knee_tp8(_SYSTEM_8X, setting="realistic")}),
     kind="conceptual",
     key_points=(
         ("the ridge point: peak FLOP/s over bandwidth, about 295 FLOP/byte on an H100",
@@ -240,7 +254,7 @@ _B_STAR_METHOD = Question(
                   r"(?:turns?|becomes?) (?:memory|bandwidth)[- ]bound when (?:B|the batch) (?:reaches|passes|exceeds)",
                   rf"(?:intensity|FLOPs? per byte){_GAP}(?:falls|drops|decreases|shrinks) (?:with|as) (?:the )?batch",
                   rf"above B\*{_GAP}throughput{_GAP}ris",
-                  rf"below (?:B\*|the knee){_GAP}(?:only adds latency|adds only latency)"),
+                  rf"below (?:B\*|the knee){_GAP}(?:only adds latency|adds only latency|mostly adds latency)"),
         _inverted("B star grows with N",
                   "N cancels: each GPU reads 1/N of the weights and does 1/N of the FLOPs, so B* does not change "
                   "with the TP degree.",
@@ -260,7 +274,7 @@ _BACKGROUND = Question(
     "You serve an interactive chat product (TPOT target 50 ms) and want to fill the spare GPU capacity "
     "with background throughput work (offline summarisation) on the same fleet. How do you keep TPOT low "
     "for the chat users?",
-    answer=lambda p: (
+    answer=Template(
         "Cap every decode step at the batch (or token budget) that the TPOT target allows, B_SLO, instead of "
         "the largest batch that fits in memory: past that point each extra sequence slows every chat user. "
         "Give interactive requests priority and let the background jobs take only the leftover capacity "
@@ -306,7 +320,7 @@ _UNCONSTRAINED = Question(
     "interview.pitfall_unconstrained_throughput",
     "A colleague proposes running the largest batch that fits in memory, because it maximises tokens per "
     "second. What is wrong with optimising unconstrained throughput?",
-    answer=lambda p: (
+    answer=Template(
         "TPOT grows with the batch, so the batch that maximises throughput usually breaks the TPOT target "
         "(and, with prefills sharing the GPU, the TTFT target through queueing). Past the knee the extra "
         "batch buys almost no throughput anyway: the step is compute-bound and tokens per second flatten. "
@@ -366,8 +380,9 @@ _LINEAR = Question(
     variants={"model": (M8, "Mistral-7B", "Qwen2.5-7B"), "accelerator": (H100, H200), "batch": (16, 32, 64),
               "context": (512, 1024, 2048)},
     mistakes=[
-        Mistake("Latency does not grow linearly with the batch from the start: below the knee the step is "
-                "dominated by the weight read, which all the sequences share.", lambda p: float(p["batch"])),
+        Mistake("Latency does not grow in proportion to the batch: below the knee TPOT is T_w + B c, a straight "
+                "line whose intercept, the weight read all the sequences share, dominates.",
+                lambda p: float(p["batch"])),
         Mistake("TPOT does grow a little: each sequence adds its own KV-cache read (and its share of the "
                 "matmuls).", lambda p: 1.0),
     ],
@@ -493,7 +508,8 @@ _KV_70B = Question(
 _FLOOR_TP8 = Question(
     "interview.decode_floor_70b_tp8",
     "The fastest a decode step of {model} (bf16) can be on {tp} x {accelerator} with tensor "
-    "parallelism {tp}: batch 1, empty cache, physical bound, all-reduces free. (ms)",
+    "parallelism {tp}: batch 1, empty cache, physical bound (the all-reduces without latency, their bytes "
+    "at the full NVLink bandwidth). (ms)",
     answer=lambda p: float(tensor_parallel_decode_time(p["model"], p["accelerator"], 1, 0, tensor_parallel=p["tp"])),
     unit="ms",
     params=dict(_SYSTEM_8X),
@@ -557,25 +573,24 @@ _LOWEST = Question(
 )
 
 # ---------------------------------------------------------------- symbolic
-_k = sp.Symbol("k", positive=True)        # KV bytes per token
 _s = sp.Symbol("s", positive=True)        # mean service time
-_n = sp.Symbol("n", positive=True)        # output tokens per request
 _T = sp.Symbol("T", positive=True)        # TPOT
-_lam = sp.Symbol("lam", positive=True)    # arrival rate (named as the prompt writes it)
+_lam = sp.Symbol("lam", positive=True)    # arrival rate (named as the prompt writes it; the book's lambda)
 
 _TPOT_MEMORY = Question(
     "interview.tpot_memory_bound",
-    "Below the knee a decode step is memory-bound. Write its time T(B) as a sympy expression in P "
-    "(parameters), b_w (bytes per weight), B (batch), S (tokens of context per sequence), k (KV bytes per "
-    "token) and W (bandwidth).",
-    answer=lambda p: (P * b_w + B * S * _k) / W,
+    "Below the knee a decode step is memory-bound. Write its time T(B) as a sympy expression in Q_w "
+    "(bytes of weights one step reads: every weight but the input-embedding table, whose few rows are "
+    "gathered), B (batch), S (tokens of context per sequence), k_tok (KV bytes per token) and W "
+    "(bandwidth).",
+    answer=lambda p: (Q_w + B * S * k_tok) / W,
     kind="symbolic",
-    symbols={"P": P, "b_w": b_w, "B": B, "S": S, "k": _k, "W": W},
+    symbols={"Q_w": Q_w, "B": B, "S": S, "k_tok": k_tok, "W": W},
     mistakes=[
         Mistake("Every sequence reads its own KV cache: the KV term grows with B.",
-                lambda p: (P * b_w + S * _k) / W),
+                lambda p: (Q_w + S * k_tok) / W),
         Mistake("The weights are read once per step, shared by the batch, not once per sequence.",
-                lambda p: B * (P * b_w + S * _k) / W),
+                lambda p: B * (Q_w + S * k_tok) / W),
     ],
     chapter="decode", difficulty="easy",
 )
@@ -600,17 +615,17 @@ _MM1 = Question(
 
 _LITTLE = Question(
     "interview.littles_decode_batch",
-    "Requests arrive at lam per second; each produces n output tokens, the first by its prefill and the "
+    "Requests arrive at lam per second; each produces L_o output tokens, the first by its prefill and the "
     "others one per decode step of T seconds. By Little's law, how many sequences are decoding at once on "
-    "average? (a sympy expression in lam, n and T)",
-    answer=lambda p: _lam * (_n - 1) * _T,
+    "average? (a sympy expression in lam, L_o and T)",
+    answer=lambda p: _lam * (L_o - 1) * _T,
     kind="symbolic",
-    symbols={"lam": _lam, "n": _n, "T": _T},
+    symbols={"lam": _lam, "L_o": L_o, "T": _T},
     mistakes=[
-        Mistake("The first token comes out of the prefill: a request spends (n - 1) steps decoding.",
-                lambda p: _lam * _n * _T),
+        Mistake("The first token comes out of the prefill: a request spends (L_o - 1) steps decoding.",
+                lambda p: _lam * L_o * _T),
         Mistake("Little's law multiplies: L = lambda x W, sequences = arrival rate x time each stays.",
-                lambda p: (_n - 1) * _T / _lam),
+                lambda p: (L_o - 1) * _T / _lam),
     ],
     chapter="queueing", difficulty="medium",
 )
@@ -619,7 +634,7 @@ _LITTLE = Question(
 _QUEUEING_GROWTH = Question(
     "interview.queueing_growth",
     "How does the queueing delay of a server grow as its utilisation approaches 1?",
-    answer=lambda p: (
+    answer=Template(
         "Hyperbolically, like 1 / (1 - rho), not exponentially: the M/M/1 mean wait is rho s / (1 - rho). "
         "At rho = 0.5 the wait equals one service time, at 0.9 it is 9 service times, at 0.99 it is 99: "
         "halving the idle fraction 1 - rho doubles the wait, and it diverges as rho goes to 1. "
@@ -654,12 +669,13 @@ _QUEUEING_GROWTH = Question(
 _PREFILL_DECODE = Question(
     "interview.prefill_vs_decode_bound",
     "Why is prefill usually compute-bound and decode memory-bound?",
-    answer=lambda p: (
+    answer=Template(
         "Prefill pushes all the prompt's tokens through the model at once: each weight read from HBM is "
         "used for thousands of tokens, so the arithmetic intensity (FLOPs per byte) is about the prompt "
         "length, far above the ridge point. Decode produces one new token per sequence per step, yet must "
         "read every weight (and its KV cache) for it: its intensity is about the batch size, below the "
-        f"ridge ({_ridge_h100():.0f} FLOP/byte on an H100) until the batch is a few hundred sequences."),
+        "ridge ({ridge:.0f} FLOP/byte on an H100) until the batch is a few hundred sequences.",
+        facts=lambda p: {"ridge": _ridge_h100()}),
     kind="conceptual",
     key_points=(
         ("prefill processes many tokens per weight read",
@@ -694,7 +710,7 @@ _PREFILL_DECODE = Question(
 _METRICS = Question(
     "interview.ttft_tpot_e2e",
     "Define TTFT, TPOT and end-to-end latency, and how they relate.",
-    answer=lambda p: (
+    answer=Template(
         "TTFT is the time from the request's arrival to its first output token: queueing plus prefill. "
         "TPOT is the mean time per output token after the first, vLLM's (E2E - TTFT) / (n - 1) for n output "
         "tokens. The end-to-end latency is the time to the last token, E2E = TTFT + (n - 1) x TPOT."),
@@ -725,13 +741,14 @@ _KV_CACHE = Question(
     "interview.kv_cache_limits",
     "What is the KV cache, how large is it per token, and why does it (not the weights) usually limit the "
     "decode batch?",
-    answer=lambda p: (
+    answer=Template(
         "The KV cache keeps the keys and values of every past token, for each layer and KV head, so that "
         "attention does not recompute them. Per token it holds 2 x L x K x d_h x b_kv bytes "
-        f"({kv_bytes_per_token(M70) / KiB:.0f} KiB for Llama-3.1-70B in bf16). The weights are stored once, but "
+        "({kv_kib:.0f} KiB for Llama-3.1-70B in bf16). The weights are stored once, but "
         "the KV cache grows with context length times batch: every running sequence needs its own. So after "
         "the weights, the memory left divided by one sequence's KV bytes sets the largest batch. Grouped-query "
-        "attention (fewer KV heads), an fp8 KV cache and paged allocation all raise it."),
+        "attention (fewer KV heads), an fp8 KV cache and paged allocation all raise it.",
+        facts=lambda p: {"kv_kib": kv_bytes_per_token(M70) / KiB}),
     kind="conceptual",
     key_points=(
         ("it stores the keys and values of every past token",
@@ -763,7 +780,7 @@ _KV_CACHE = Question(
 _TP = Question(
     "interview.tensor_parallel_tradeoff",
     "When does tensor parallelism help a decode deployment, and what does it cost?",
-    answer=lambda p: (
+    answer=Template(
         "It lets a model that does not fit on one GPU run at all, and leaves more memory per GPU for the KV "
         "cache. It lowers TPOT: each of N GPUs reads 1/N of the weights, so the weight-bound step shrinks "
         "almost N-fold. The cost is two all-reduces per layer over NVLink, a latency that does not shrink "
@@ -800,7 +817,7 @@ _TP = Question(
 _PAGED = Question(
     "interview.paged_attention",
     "Why does vLLM's PagedAttention let a server hold a larger batch?",
-    answer=lambda p: (
+    answer=Template(
         "Without paging a server reserves KV memory for the maximum length of every request up front, and "
         "most of the reservation is never used (and fragments the rest). PagedAttention allocates the KV "
         "cache in small blocks (16 tokens by default) on demand, like virtual-memory pages, so a sequence "
@@ -836,7 +853,7 @@ _PAGED = Question(
 _CHUNKED = Question(
     "interview.chunked_prefill",
     "Why do serving engines chunk long prefills, and how large should a chunk be?",
-    answer=lambda p: (
+    answer=Template(
         "A long prompt prefilled in one step stalls every decoding sequence on the GPU for the whole prefill: "
         "their inter-token latency spikes. Chunked prefill splits the prompt into chunks and runs each chunk "
         "together with the decode tokens in one step under a token budget, so every step stays short. The "
@@ -873,7 +890,7 @@ _CHUNKED = Question(
 _DISAGG = Question(
     "interview.disaggregation",
     "When does prefill/decode disaggregation (separate GPUs for prefill and for decode) pay off?",
-    answer=lambda p: (
+    answer=Template(
         "On shared GPUs prefill and decode interfere: each prefill pauses the decode steps (TPOT suffers) and "
         "a large decode batch delays prefills (TTFT suffers). Disaggregation removes the interference and lets "
         "each pool be sized and parallelised independently for its own SLO, prefill for TTFT and decode for "
@@ -911,7 +928,7 @@ _DISAGG = Question(
 _MFU_MBU = Question(
     "interview.mfu_mbu",
     "What are MFU and MBU, and which one tells you how well decode is running?",
-    answer=lambda p: (
+    answer=Template(
         "MFU (model FLOP utilisation) is the achieved FLOP/s (the model's FLOPs per token times tokens per "
         "second) over the peak dense FLOP/s. MBU (model bandwidth utilisation) is the achieved bandwidth, the "
         "bytes a step must move (weights plus KV cache) divided by the step time, over the peak bandwidth. "
@@ -948,16 +965,19 @@ _MFU_MBU = Question(
 _QUANT = Question(
     "interview.quantization_effect",
     "What does int4 weight-only quantisation do to decode TPOT, to the knee B*, and to prefill?",
-    answer=lambda p: (
+    answer=Template(
         "It stores 0.5 byte per weight instead of 2, so the weight read of a memory-bound decode step is 4x "
-        f"smaller and TPOT at small batch drops by up to 4x ({M8} at batch 1 on an H100: "
-        f"{decode_step_time(M8, H100, 1, 1024) * 1e3:.1f} ms -> "
-        f"{decode_step_time(M8, H100, 1, 1024, weight_dtype='int4') * 1e3:.1f} ms at 1024 tokens of context). "
+        "smaller and TPOT at small batch drops by up to 4x (Llama-3.1-8B at batch 1 on an H100: "
+        "{tpot_bf16_ms:.1f} ms -> {tpot_int4_ms:.1f} ms at 1024 tokens of context, physical bound). "
         "The math still runs in bf16, so the knee B* = R b_w / 2 drops 4x too (from "
-        f"{critical_batch_size(H100):.0f} to {critical_batch_size(H100, weight_dtype='int4'):.0f} on an H100): "
+        "{knee_bf16:.0f} to {knee_int4:.0f} on an H100): "
         "the step turns compute-bound at a smaller batch. Prefill is compute-bound, so it gains little or "
         "nothing (dequantisation can even slow it). The memory freed holds more KV cache, a larger batch; "
-        "check the accuracy."),
+        "check the accuracy.",
+        facts=lambda p: {"tpot_bf16_ms": decode_step_time(M8, H100, 1, 1024) * 1e3,
+                         "tpot_int4_ms": decode_step_time(M8, H100, 1, 1024, weight_dtype="int4") * 1e3,
+                         "knee_bf16": critical_batch_size(H100),
+                         "knee_int4": critical_batch_size(H100, weight_dtype="int4")}),
     kind="conceptual",
     key_points=(
         ("decode TPOT drops: the weight read moves 4x fewer bytes",
@@ -986,16 +1006,35 @@ _QUANT = Question(
     chapter="quantization", difficulty="medium",
 )
 
+def _speculative_facts() -> dict:
+    """The break-even batches the speculative-decoding answer quotes (chapter 12's pair)."""
+    out = {}
+    for suffix, setting in (("", "physical"), ("_real", "realistic")):
+        target = Deployment.build(M8, H100, setting=setting)
+        out["break_even" + suffix] = float(break_even_batch_size(target, LLAMA_3_2_1B, 256, 0.7, 4))
+        out["knee" + suffix] = float(knee_batch_size(target, 0))
+        out["long" + suffix] = float(break_even_batch_size(target, LLAMA_3_2_1B, 2048, 0.8, 4))
+    return out
+
+
 _SPEC = Question(
     "interview.speculative_decoding",
     "When does speculative decoding help, and when does it hurt?",
-    answer=lambda p: (
-        "A cheap draft (a small model, n-grams or extra heads) proposes k tokens and the target model "
+    answer=Template(
+        "A cheap draft (a small model, n-grams or extra heads) proposes gamma tokens and the target model "
         "verifies all of them in one forward pass, keeping the accepted prefix. It helps when decode is "
-        "memory-bound, at small batch: verifying k tokens costs about one weight read, the same as producing "
-        "one, so each step yields more tokens when the acceptance rate is high. At large batch the step is "
-        "already compute-bound (past the knee), the extra tokens cost real compute and rejected ones are "
-        "wasted work, so throughput falls. The output distribution is unchanged (rejection sampling)."),
+        "memory-bound, at small batch: verifying gamma + 1 tokens costs about one weight read, the same as "
+        "producing one, so each step yields more tokens when the acceptance rate is high. The verification "
+        "does gamma + 1 times the FLOPs, so it turns compute-bound once (gamma + 1) B reaches the knee, at "
+        "B*/(gamma + 1), long before plain decode does: from there the rejected tokens cost real compute, and "
+        "beyond the break-even batch B_e speculation slows decoding down. For Llama-3.1-8B with a Llama-3.2-1B "
+        "draft on an H100 (alpha = 0.7, gamma = 4, 256 tokens of context) B_e is about {break_even:.0f} at the "
+        "physical bound and {break_even_real:.0f} at realistic efficiencies, well before the knee ({knee:.0f} "
+        "and {knee_real:.0f}). At long contexts a small draft can remove the break-even altogether: the "
+        "verification reads each KV cache once for gamma + 1 tokens, so at 2048 tokens with alpha = 0.8 "
+        "speculation pays at every batch, at both settings. The output distribution is unchanged (rejection "
+        "sampling).",
+        facts=lambda p: _speculative_facts()),
     kind="conceptual",
     key_points=(
         ("a draft proposes tokens, the target verifies them in one pass",
@@ -1004,8 +1043,11 @@ _SPEC = Question(
          r"memory[- ]bound|bandwidth[- ]bound|small batch|low batch|batch (of |size )?1\b|weight read|idle compute|spare compute"),
         ("the gain depends on the acceptance rate",
          r"accept"),
-        ("it hurts at large batch, past the knee, where compute is the bottleneck",
-         r"(large|high|big) batch|compute[- ]bound|knee|throughput[^.]*(drop|fall|hurt|lower|suffer)"),
+        ("it hurts beyond a break-even batch, well before the knee: the verification turns compute-bound "
+         "once (gamma + 1) B reaches it",
+         r"break[- ]even|B_e\b|(large|high|big) batch|compute[- ]bound|knee|throughput[^.]*(drop|fall|hurt|lower|suffer)"),
+        ("at long contexts (shared KV read) there may be no break-even at all",
+         r"long (context|prompt|sequence)s?|KV[^.]*(once|shar)|no break[- ]even|every batch"),
     ),
     mistakes=[
         _inverted("helps at large batch, hurts at small batch",
@@ -1020,6 +1062,13 @@ _SPEC = Question(
                   rf"(?:small|low) batch{_GAP}\(?(?:past the knee|compute[- ]bound)",
                   r"(?:yields?|gives?|produces?) (?:less|fewer) tokens",
                   r"output distribution (?:is |gets )?changed"),
+        _inverted("pays until the knee",
+                  "It stops paying well before the knee: the verification does (gamma + 1) times the FLOPs, so it "
+                  "turns compute-bound at B*/(gamma + 1), and the break-even batch B_e lies below B*.",
+                  "helps until the knee",
+                  r"(?:helps|pays(?: off)?) (?:up to|until|right up to) the knee",
+                  r"hurts (?:only )?(?:past|beyond|after) the knee",
+                  r"(?:break[- ]even|B_e)[^.;:!?]{0,40}?(?:above|beyond|past) the knee"),
         Mistake("With rejection sampling the output distribution is exactly the target model's: speculation "
                 "changes the speed, not the quality.",
                 lambda p: _claim("changes the output distribution", r"(?:lowers|worsens|degrades|reduces) (?:the )?(?:output )?quality")),
@@ -1030,7 +1079,7 @@ _SPEC = Question(
 _PERCENTILE = Question(
     "interview.percentile_slos",
     "Why are latency SLOs stated as P99 (or P90) and not as means?",
-    answer=lambda p: (
+    answer=Template(
         "A mean hides the tail: a few very slow requests barely move it, yet those users wait. Each user "
         "sends many requests per session, so most users meet the slow tail sooner or later. Near saturation "
         "queueing stretches the tail much faster than the mean (bursts pile up), so a P99 target catches "
@@ -1062,7 +1111,7 @@ _PERCENTILE = Question(
 _CAPACITY = Question(
     "interview.capacity_planning",
     "How do you estimate how many GPUs a service needs for a given request rate and SLOs?",
-    answer=lambda p: (
+    answer=Template(
         "Characterise the requests: prompt and output lengths (their distributions, not only means). Pick a "
         "configuration that fits in memory (model, data types, tensor-parallel degree) and find what one "
         "replica sustains within the SLOs: the batch B_SLO the TPOT target allows, the prefill load the TTFT "
@@ -1099,7 +1148,7 @@ _VALIDATE = Question(
     "interview.validate_with_measurement",
     "Your model predicts a TPOT of 4.8 ms and you measure 9 ms. What do you conclude, and what do you "
     "check?",
-    answer=lambda p: (
+    answer=Template(
         "The model at MFU = MBU = 1 is a lower bound, a physical limit, so the measurement being slower is "
         "expected: the ratio says the server reaches about 4.8 / 9 = 53 % of peak bandwidth (its MBU), a "
         "typical figure. Then check that both describe the same thing: batch size, context length, data "

@@ -10,25 +10,22 @@ them under ``--chapter moe`` as well as under this module's name; they are asked
 
 from __future__ import annotations
 
-import re
-
-from ..question import Mistake, Question
+from ..question import Mistake, Question, Template
+from ..decode import decode_step_time
+from ..deployment import Deployment
 from ..hardware import get_accelerator
-from ..models import active_parameter_count, get_model, kv_bytes_per_token, parameter_count
+from ..memory import max_batch_size
+from ..models import (active_parameter_count, expert_parameter_split, get_model, kv_bytes_per_token,
+                      parameter_count)
 from ..moe import experts_touched, moe_knee, weight_bytes_read
+from ._variants import GPUS_FP8, named
+from .interview import _GAP, _claim, _inverted
 
 __all__ = ["QUESTIONS"]
 
-DS, MIX, H100 = "DeepSeek-V3", "Mixtral-8x7B", "H100-SXM5-80GB"
-_NEGATIONS = ("not ", "n't ", "never ", "no ")
-
-
-def _claim(phrase: str, *patterns: str) -> str:
-    """A wrong-claim pattern: ``phrase`` (plain words) or any of ``patterns``, not right after a negation."""
-    if not re.fullmatch(phrase, phrase, re.I):
-        raise ValueError(f"phrase must be plain words (it has to match its own text), got {phrase!r}")
-    guard = "".join(f"(?<!{n})" for n in _NEGATIONS)
-    return guard + "(?:" + "|".join((phrase, *patterns)) + ")"
+DS, MIX, H100, H200 = "DeepSeek-V3", "Mixtral-8x7B", "H100-SXM5-80GB", "H200-SXM-141GB"
+#: Mixtures of experts of the catalog (E / k = 32, 16, 16 and 4).
+MOE_MODELS = (DS, "Qwen3-235B-A22B", "Qwen3-30B-A3B", MIX)
 
 
 def _ek_knee(p, **over):
@@ -44,28 +41,45 @@ _ACTIVE = Question(
     "interview_moe.active_is_not_bytes",
     "DeepSeek-V3 has 671B parameters, 37B of them active per token. Does a decode step at batch 64 cost "
     "like a 37B dense model's? Explain what it reads, and what sets its knee.",
-    answer=lambda p: (
+    answer=Template(
         "No. The active parameters are one token's: its k = 8 routed experts per layer plus the shared part. "
         "Different tokens of a batch pick different experts, so a step of B tokens touches about "
-        f"E (1 - (1 - k/E)^B) experts per layer: {experts_touched(DS, 64):.0f} of 256 at batch 64, and it reads "
-        f"each once, about {weight_bytes_read(DS, 64, weight_dtype='fp8') / 1e9:.0f} GB in fp8 rather than "
-        f"{active_parameter_count(DS) / 1e9:.0f} GB: most of the model. Memory must hold all "
-        f"{parameter_count(DS) / 1e9:.0f}B parameters anyway. The FLOPs per token do follow the active count, "
+        "E (1 - (1 - k/E)^B) experts per layer: {touched:.0f} of 256 at batch 64, and it reads "
+        "each once, about {read_gb:.0f} GB in fp8 rather than {active_gb:.0f} GB: most of the model. Memory "
+        "must hold all {total_b:.0f}B parameters anyway. The FLOPs per token do follow the active count, "
         "so the arithmetic intensity of each expert's matmul is only B k / E per weight: the knee is thousands "
         "of sequences (the E/k rule puts it at E / k times the dense knee; counting the shared weights lowers "
-        "it), and a single node stays memory-bound, limited by KV capacity."),
+        "it), and a single node stays memory-bound, limited by KV capacity.",
+        facts=lambda p: {"touched": experts_touched(DS, 64),
+                         "read_gb": weight_bytes_read(DS, 64, weight_dtype="fp8") / 1e9,
+                         "active_gb": active_parameter_count(DS) / 1e9, "total_b": parameter_count(DS) / 1e9}),
     kind="conceptual",
     key_points=(
         ("the batch's tokens touch more and more distinct experts: E (1 - (1 - k/E)^B) per layer",
-         r"(touch|union|distinct|different|more)[^.]*experts|experts[^.]*(touch|union|distinct|different)|1\s*-\s*\(1\s*-\s*k\s*/\s*E\)"),
+         r"(touch|union|distinct|different|more)[^.]*experts|experts[^.]*?(touch|union|distinct|different)|1\s*-\s*\(1\s*-\s*k\s*/\s*E\)"),
         ("so a step reads most of the weights at moderate batch, not only the active ones",
-         r"(read|load|stream|fetch)[^.]*(most|all|nearly|almost|majority|\d{3} ?GB)|(most|all|nearly all)[^.]*(weights|parameters|model)"),
+         r"(read|load|stream|fetch)[^.]*?(most|all|nearly|almost|majority|\d{3} ?GB)|(most|all|nearly all)[^.]*?(weights|parameters|model)"),
         ("the active count sets the FLOPs per token, so the MoE knee is much larger (E / k)",
-         r"E\s*/\s*k|knee[^.]*(larger|higher|thousands|bigger)|(thousands|larger|higher)[^.]*knee|intensity"),
+         r"E\s*/\s*k|knee[^.]*?(larger|higher|thousands|bigger)|(thousands|larger|higher)[^.]*knee|intensity"),
         ("memory must hold every expert",
-         r"(memory|HBM|capacity|hold|store|fit)[^.]*(all|every|671|total)"),
+         r"(memory|HBM|capacity|hold|store|fit)[^.]*?(all|every|671|total)"),
     ),
     mistakes=[
+        _inverted("a batch reads little of the model",
+                  "A batch's tokens pick different experts: at moderate batch a step reads most of the weights "
+                  "(each touched expert once), not a small share of them.",
+                  "reads little of the model",
+                  r"(?:least|little|a small (?:share|part|fraction)) of the (?:model|weights)",
+                  r"(?:pick|choose|touch)(?:es)? the same experts",
+                  r"reads? (?:each|every expert|them) many times"),
+        _inverted("the MoE knee is lower, the node compute-bound",
+                  "The FLOPs follow the active parameters but the bytes follow the experts touched: each expert "
+                  "sees only B k / E tokens, so the knee is about E / k times the dense one and a node stays "
+                  "memory-bound.",
+                  "the knee is lower than a dense",
+                  rf"knee{_GAP}(?:is |lies )?(?:lower|smaller) than",
+                  rf"(?:node|step|decode){_GAP}(?:stays|is|turns|becomes) compute[- ]bound",
+                  r"shared weights raises? (?:it|the knee)"),
         Mistake("A step does not read only the active parameters: that is one token's share. A batch's tokens "
                 "pick different experts, and the step reads every expert any of them picked.",
                 lambda p: _claim("reads only the active parameters",
@@ -78,24 +92,40 @@ _ACTIVE = Question(
     chapter="moe", difficulty="medium",
 )
 
+def _ep_tp_facts() -> dict:
+    """The capacities, bytes and latencies the EP-or-TP answer quotes (DeepSeek-V3, fp8, 8 x H200)."""
+    m = get_model(DS)
+    tp = Deployment.build(DS, H200, weight_dtype="fp8", tensor_parallel=8)
+    ep = Deployment.build(DS, H200, weight_dtype="fp8", expert_parallel=8)
+    tp_seqs, ep_seqs = float(max_batch_size(tp, 4096)), float(max_batch_size(ep, 4096))
+    n_moe = m.n_layers - m.n_dense_layers
+    return {"tp_seqs": tp_seqs, "ep_seqs": ep_seqs, "capacity_x": ep_seqs / tp_seqs,
+            "bytes_ratio": m.n_active_experts * n_moe / (2 * m.n_layers * 8),
+            "shared_gb": expert_parameter_split(m)[0] / 1e9,
+            "tp_ms": decode_step_time(tp, 1, 0) * 1e3, "ep_ms": decode_step_time(ep, 1, 0) * 1e3}
+
+
 _EP_OR_TP = Question(
     "interview_moe.ep_or_tp",
     "You serve DeepSeek-V3 on one 8 x H200 node. Tensor parallelism 8, or expert parallelism 8 with "
     "data-parallel attention? Argue from memory, bytes and communication.",
-    answer=lambda p: (
+    answer=Template(
         "Expert parallelism with attention data parallelism, for any real batch. MLA caches one latent per "
-        "token shared by all heads, a single KV head, so TP 8 cannot split it: every GPU keeps the whole latent of "
-        "every sequence, eight copies, and the node holds about 148 sequences of 4096 tokens. With attention DP "
-        "each GPU keeps only its own sequences: the node holds about 776, five times the capacity, and the "
-        "throughput per GPU follows. Communication also falls: TP all-reduces every token twice per layer, EP sends each token to "
-        "its k = 8 experts in a dispatch and a combine per MoE layer, k n_moe / (2 L G) of TP's bytes, about "
-        "half on 8 GPUs. The costs: each GPU holds and reads the 17 GB of shared weights (attention, shared "
-        "expert, dense layers), so batch-1 latency is worse (about 3.9 ms against 1.1 ms), and the busiest "
-        "GPU sets the step, so routing imbalance and hot experts matter (DeepSeek duplicates hot experts)."),
+        "token shared by all heads, a single KV head, so TP 8 must replicate it: every GPU keeps the whole "
+        "latent of every sequence, eight copies, and the node holds about {tp_seqs:.0f} sequences of 4096 "
+        "tokens. With attention DP each GPU keeps only its own sequences: the node holds about {ep_seqs:.0f}, "
+        "{capacity_x:.0f} times the capacity, and the throughput per GPU follows. Communication also falls: TP "
+        "all-reduces every token twice per layer, EP sends each token to its k = 8 experts in a dispatch and a "
+        "combine per MoE layer, k n_moe / (2 L G) of TP's bytes, about {bytes_ratio:.2f} of them on 8 GPUs. The "
+        "costs: each GPU holds and reads the {shared_gb:.0f} GB of shared weights (attention, shared expert, "
+        "dense layers) in fp8, so batch-1 latency is worse (about {ep_ms:.1f} ms against {tp_ms:.1f} ms, "
+        "physical bound), and the busiest GPU sets the step, so routing imbalance and hot experts matter "
+        "(DeepSeek duplicates hot experts).",
+        facts=lambda p: _ep_tp_facts()),
     kind="conceptual",
     key_points=(
         ("MLA's latent is one KV head: TP replicates it on every GPU, attention DP keeps each sequence once",
-         r"(latent|MLA|KV)[^.]*(replicat|copies|every GPU|each GPU|one KV head|single KV head|duplicat|cannot split|can't split)|(replicat|duplicat|copies)[^.]*(latent|KV|cache)"),
+         r"(latent|MLA|KV)[^.]*?(replicat|copies|every GPU|each GPU|one KV head|single KV head|duplicat|cannot split|can't split)|(replicat|duplicat|copies)[^.]*?(latent|KV|cache)"),
         ("so attention DP holds several times more sequences (capacity, throughput)",
          r"(more|five|5x|5 times|several times|larger)[^.]*(sequences|batch|capacity|KV|tokens)|capacity"),
         ("EP sends fewer bytes: k copies per token in two all-to-alls per MoE layer against two all-reduces per layer",
@@ -104,6 +134,15 @@ _EP_OR_TP = Question(
          r"shared (weights|expert|part)|imbalanc|hot expert|batch[- ]1|small batch|latency at light load|straggler|busiest"),
     ),
     mistakes=[
+        _inverted("TP splits the latent, EP sends more",
+                  "MLA's latent is one KV head: TP cannot split it, so every GPU keeps all of it; and EP's two "
+                  "all-to-alls per MoE layer send fewer bytes than TP's two all-reduces per layer (about half on "
+                  "8 GPUs).",
+                  "TP can split the latent",
+                  r"(?:TP|tensor parallelism)(?: \d+)? (?:can|does) split",
+                  rf"communication{_GAP}(?:also )?(?:rises|grows|increases)",
+                  r"EP sends more (?:bytes|data)",
+                  rf"attention DP{_GAP}(?:holds|fits) (?:fewer|less)"),
         Mistake("EP does not reduce the FLOPs per token: each token still runs k experts; it changes where they "
                 "run and what each GPU holds.",
                 lambda p: _claim("EP reduces the FLOPs", r"expert parallelism reduces (?:the )?(?:FLOPs|compute)")),
@@ -114,15 +153,22 @@ _EP_OR_TP = Question(
     chapter="moe", difficulty="hard",
 )
 
+def _moe_fields(p):
+    m = get_model(p["model"])
+    return {**p, "n_experts": m.n_experts, "n_active": m.n_active_experts}
+
+
 _EK = Question(
     "interview_moe.e_over_k_knee",
-    "By the E/k rule, at what decode batch do DeepSeek-V3's routed experts turn compute-bound in fp8 (weights "
-    "and math) on an H100 (dense peak, MFU = MBU = 1)? (sequences)",
+    "By the E/k rule, at what decode batch do {model}'s routed experts ({n_experts} experts, {n_active} per "
+    "token) turn compute-bound in fp8 (weights and math) on an {gpu} (dense peak, MFU = MBU = 1)? (sequences)",
     answer=_ek_knee,
     params={"model": DS, "accelerator": H100},
+    variants={"model": MOE_MODELS, "accelerator": GPUS_FP8},
+    derive=named(_moe_fields, gpu="accelerator"),
     mistakes=[
-        Mistake("That is a dense model's fp8 knee, ridge x b_w / 2. Each of the 256 experts sees only 8/256 of "
-                "the batch: multiply by E / k = 32.", lambda p: _ridge(p) / 2),
+        Mistake("That is a dense model's fp8 knee, ridge x b_w / 2. Each of the E experts sees only k/E of "
+                "the batch: multiply by E / k.", lambda p: _ridge(p) / 2),
         Mistake("With fp8 weights each weight is 1 byte and gives 2 FLOPs per token: the knee is ridge x b_w / 2 "
                 "x E / k, half of ridge x E / k.", lambda p: 2 * _ek_knee(p)),
         Mistake("That uses the bf16 peak; fp8 math runs at twice the bf16 FLOP/s.",
@@ -131,17 +177,24 @@ _EK = Question(
     chapter="moe", difficulty="medium",
 )
 
+
+def _touched(p):
+    return experts_touched(MIX, p["tokens"])
+
+
 _TOUCHED = Question(
     "interview_moe.mixtral_experts_touched",
     "Mixtral-8x7B routes each token to 2 of its 8 experts. On average, how many distinct experts does a "
-    "decode step of 3 sequences touch per layer (uniform routing)? (a number)",
-    answer=lambda p: experts_touched(MIX, 3),
+    "decode step of {tokens} sequences touch per layer (uniform routing)? (a number)",
+    answer=_touched,
+    params={"tokens": 3},
+    variants={"tokens": (2, 3, 5, 6)},
     mistakes=[
-        Mistake("3 x 2 = 6 assumes the three tokens never share an expert; each expert escapes a token with "
-                "probability 1 - 2/8, so 8 (1 - 0.75^3) are touched.", lambda p: 6.0),
-        Mistake("Not yet all 8: each expert escapes all three tokens with probability 0.75^3 = 0.42.",
+        Mistake("B x k assumes the tokens never share an expert; each expert escapes one token with "
+                "probability 1 - k/E = 0.75, so E (1 - 0.75^B) are touched.", lambda p: 2.0 * p["tokens"]),
+        Mistake("Not yet all 8: each expert escapes every token of the step with probability 0.75^B.",
                 lambda p: 8.0),
-        Mistake("That is one token's experts; three tokens touch more.", lambda p: 2.0),
+        Mistake("That is one token's experts; a step of several tokens touches more.", lambda p: 2.0),
     ],
     chapter="moe", difficulty="easy",
 )
@@ -150,16 +203,17 @@ _MLA = Question(
     "interview_moe.mla_cache",
     "How does DeepSeek's multi-head latent attention (MLA) shrink the KV cache, and what does it do to decode "
     "attention's arithmetic intensity and to tensor parallelism?",
-    answer=lambda p: (
+    answer=Template(
         "MLA caches, per token and layer, one compressed latent of d_c = 512 values and one decoupled RoPE key "
         "of 64 values, shared by all 128 heads, instead of a key and a value per KV head: "
-        f"{kv_bytes_per_token(DS) / 1e3:.0f} kB per token in bf16 for DeepSeek-V3, 71 times less than its "
+        "{kv_kb:.0f} kB per token in bf16 for DeepSeek-V3, 71 times less than its "
         "decompressed K and V and less than GQA with 8 KV heads. The up-projections are absorbed into the query and "
         "the output, so attention runs directly on the latent: each byte of cache read serves all 128 heads, "
         "about 240 FLOPs per byte in bf16, near or above the ridge point, so decode attention becomes "
         "compute-bound where GQA's 2G/b never is. And since the latent is one KV head shared by every head, "
         "tensor parallelism cannot split it: each GPU keeps the whole cache, which is why DeepSeek runs "
-        "attention data-parallel."),
+        "attention data-parallel.",
+        facts=lambda p: {"kv_kb": kv_bytes_per_token(DS) / 1e3}),
     kind="conceptual",
     key_points=(
         ("a compressed latent (plus a small RoPE key) per token and layer, shared by all heads",
@@ -172,6 +226,15 @@ _MLA = Question(
          r"(TP|tensor[- ]parallel\w*)[^.]*(replicat|cannot split|can't split|whole|every GPU|each GPU|all of it|duplicat)|data[- ]parallel|attention DP|one KV head|single KV head"),
     ),
     mistakes=[
+        _inverted("MLA attention stays memory-bound, TP splits it",
+                  "Each byte of the latent serves all 128 heads: about 240 FLOPs per byte in bf16, near or above "
+                  "the ridge, so decode attention turns compute-bound; the cache is 71 times smaller than K and "
+                  "V, and TP cannot split the one shared latent.",
+                  "attention stays memory-bound",
+                  rf"attention{_GAP}(?:becomes|is|stays|turns|remains) memory[- ]bound",
+                  r"(?:near or |at or )?below the ridge",
+                  r"(?:TP|tensor parallelism)(?: \d+)? (?:can|does) split",
+                  r"times (?:more|larger|bigger) than (?:its |the )?(?:decompressed|full|uncompressed)"),
         Mistake("MLA is not a quantization of the cache: it stores a lower-dimensional latent (512 + 64 values per "
                 "layer) in the same data type; fp8 would halve it again.",
                 lambda p: _claim("quantizes the KV cache", r"quantis(?:es|ing) the KV cache")),

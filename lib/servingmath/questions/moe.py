@@ -3,8 +3,9 @@
 Every expected answer is computed by the library from the question's parameters, and so is every
 known mistake (the total for the active count, no overlap between tokens' experts, the active
 parameters as the bytes a batch reads, the E/k rule for the whole-step knee, a dispatch without its
-k copies, one all-to-all per layer, TP's two all-reduces forgotten, K and V counted for an MLA
-latent, the config's 128 KV heads), so a variant with other parameters keeps its hints.
+k copies, one all-to-all per layer, one protocol's latencies with another's bandwidth, TP's two
+all-reduces forgotten, K and V counted for an MLA latent, the config's 128 KV heads), so a variant
+with other parameters keeps its hints.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sympy as sp
 
 from ..question import Mistake, Question
 from ..datatypes import bytes_per_element
+from ..sharding import NCCL_LL_BANDWIDTH_CAP, NCCL_RING_PROTOCOLS
 from ..deployment import Deployment
 from ..hardware import get_accelerator
 from ..memory import max_batch_size
@@ -85,8 +87,20 @@ def _a2a_all_layers(p):
     return _a2a(p) * m.n_layers / m.n_moe_layers
 
 
-def _a2a_latency_only(p):
-    return _a2a(p) - _a2a(p, setting="physical", link_efficiency=0.8)
+def _a2a_by_hand(p, *, link=450e9, bytes_=True, latencies="own"):
+    """2 n_moe x the fastest protocol's t_p = alpha_0 + 7 alpha + 7/8 m / B_p (EP = 8), with slips:
+    ``bytes_=False`` drops the bandwidth term; ``latencies="LL"`` takes LL's latencies for every
+    protocol's bandwidth (the book's earlier realistic pair: LL's latencies at 80 % of the link)."""
+    m = get_model(DS)
+    message = p["batch"] / 8 * m.n_active_experts * m.hidden_size * 2
+    times = []
+    for name, c in NCCL_RING_PROTOCOLS.items():
+        bandwidth = c["bandwidth_factor"] * 0.8 * link
+        if name == "LL":
+            bandwidth = min(bandwidth, NCCL_LL_BANDWIDTH_CAP * link)
+        lat = NCCL_RING_PROTOCOLS["LL" if latencies == "LL" else name]
+        times.append(lat["base_latency"] + 7 * lat["latency"] + (7 / 8 * message / bandwidth if bytes_ else 0.0))
+    return 2 * m.n_moe_layers * min(times)
 
 
 def _mla(p, dtype=None):
@@ -217,8 +231,10 @@ QUESTIONS = [
     Question(
         "moe.alltoall_time",
         "DeepSeek-V3 with EP = 8 on one 8 x H200 node (NVLink 4, 450 GB/s one way), a decode step of {batch} "
-        "sequences, bf16 activations, the realistic setting (alpha_0 = 6.6 µs per call, alpha = 0.6 µs per peer, "
-        "link efficiency 0.8). Time of the step's all-to-alls? (ms)",
+        "sequences, bf16 activations, the realistic setting: NCCL's tuner costs each all-to-all with the fastest "
+        "of its protocols, t_p = alpha_0 + (EP - 1) alpha + (EP - 1) / EP x m / B_p, with (alpha_0, alpha, B_p) "
+        "= LL (6.6 µs, 0.6 µs, min(0.5 x 0.8 x 450, 141) GB/s), LL128 (14.0 µs, 1.9 µs, 0.92 x 0.8 x 450 GB/s), "
+        "Simple (8.4 µs, 3.4 µs, 0.8 x 450 GB/s). Time of the step's all-to-alls? (ms)",
         answer=_a2a,
         unit="ms",
         params={"batch": 256},
@@ -228,9 +244,13 @@ QUESTIONS = [
             Mistake("Only the 58 MoE layers have all-to-alls; DeepSeek-V3's first 3 layers are dense.",
                     _a2a_all_layers),
             Mistake("You counted only the latencies; the bytes take time too ((EP - 1) / EP x T k D b / EP at "
-                    "0.8 x 450 GB/s).", _a2a_latency_only),
+                    "the protocol's bandwidth).", lambda p: _a2a_by_hand(p, bytes_=False)),
             Mistake("NVLink 4's 900 GB/s counts both directions; each GPU sends at 450 GB/s.",
-                    lambda p: _a2a(p) - 0.5 * _a2a(p, setting="physical", link_efficiency=0.8)),
+                    lambda p: _a2a_by_hand(p, link=900e9)),
+            Mistake("That is LL's latencies with the bandwidth of Simple (0.8 x 450 GB/s), a pair NCCL never "
+                    "uses together: LL moves at most 141 GB/s, and LL128 and Simple have longer latencies. Cost "
+                    "each protocol with its own three numbers and take the fastest.",
+                    lambda p: _a2a_by_hand(p, latencies="LL")),
         ],
         chapter="moe", difficulty="hard",
     ),

@@ -294,14 +294,15 @@ QUESTIONS = [
     Question(
         "queueing.kingman_bursty",
         "The same prefill server (2048-token prompts, physical bound, one at a time) is benchmarked with "
-        "`vllm bench serve --request-rate 24 --burstiness 0.25`: gamma gaps of shape 0.25. Estimate the mean "
-        "wait in the queue with Kingman's formula. (ms)",
+        "`vllm bench serve --request-rate {rate:g} --burstiness {burstiness:g}`: gamma gaps of shape "
+        "{burstiness:g}. Estimate the mean wait in the queue with Kingman's formula. (ms)",
         answer=lambda p: kingman_mean_wait(p["rate"], _d(p), 1.0 / p["burstiness"], 0.0),
         unit="ms",
         params={**_PREFILL, "rate": 24.0, "burstiness": 0.25},
+        variants={"rate": (20.0, 24.0), "burstiness": (0.25, 0.5)},
         mistakes=[
-            Mistake("That is the Poisson (M/D/1) wait: burstiness 0.25 makes the gaps' squared coefficient "
-                    "of variation 1/0.25 = 4, not 1.", lambda p: md1_mean_wait(p["rate"], _d(p))),
+            Mistake("That is the Poisson (M/D/1) wait: a burstiness b below 1 makes the gaps' squared "
+                    "coefficient of variation 1/b (4 at b = 0.25), not 1.", lambda p: md1_mean_wait(p["rate"], _d(p))),
             Mistake("C_a^2 is 1 / burstiness (gamma gaps of shape k have variance 1/k in units of the mean "
                     "squared), not the burstiness itself.",
                     lambda p: kingman_mean_wait(p["rate"], _d(p), p["burstiness"], 0.0)),

@@ -258,7 +258,8 @@ QUESTIONS = [
     ),
     Question(
         id="validation.calibrated_itl",
-        prompt=("The chapter's A100 calibration gives MBU = 0.72 and MFU = 0.62. Predict the decode step time "
+        prompt=("Suppose an A100 calibration of MBU and MFU alone (no fixed cost per step) gives MBU = 0.72 and "
+                "MFU = 0.62. Predict the decode step time "
                 "(ITL) of {model} in fp16 at batch {batch_size} with {context_len} tokens of context on an "
                 "A100-SXM4-80GB, with the hybrid step model. Answer in ms{measured}."),
         answer=lambda p: _itl(p),
@@ -280,20 +281,23 @@ QUESTIONS = [
     ),
     Question(
         id="validation.static_decode_sum",
-        prompt=("In a static batch, decode step j = 1, ..., L_o - 1 runs at context L_p + j - 1 and, below "
-                "the knee, costs T_w + c x (its context) (T_w: the weight read; c: the KV read per token of "
-                "context, all sequences). Derive the total decode time as a sympy expression in T_w, c, "
-                "L_p and L_o."),
-        answer=lambda p: (L_o - 1) * _T_w + _c * (L_o - 1) * (2 * L_p + L_o - 2) / 2,
+        prompt=("In a static batch, decode step j = 1, ..., L_o - 1 attends to the L_p + j tokens up to its "
+                "own (its context) and, below the knee, costs T_w + c x (its context) (T_w: the weight read; "
+                "c: the KV read per token of context, all sequences). Derive the total decode time as a sympy "
+                "expression in T_w, c, L_p and L_o."),
+        answer=lambda p: (L_o - 1) * _T_w + _c * (L_o - 1) * (2 * L_p + L_o) / 2,
         kind="symbolic",
         symbols={"T_w": _T_w, "c": _c, "L_p": L_p, "L_o": L_o},
         mistakes=[
             Mistake("The prefill produces the first token: there are L_o - 1 decode steps, not L_o.",
-                    lambda p: L_o * _T_w + _c * L_o * (2 * L_p + L_o - 1) / 2),
-            Mistake("The context grows by one token per step: sum c (L_p + j - 1) over j, do not hold it "
+                    lambda p: L_o * _T_w + _c * L_o * (2 * L_p + L_o + 1) / 2),
+            Mistake("The context grows by one token per step: sum c (L_p + j) over j, do not hold it "
                     "at L_p.", lambda p: (L_o - 1) * (_T_w + _c * L_p)),
             Mistake("The weights are read at every step: (L_o - 1) T_w, not once.",
-                    lambda p: _T_w + _c * (L_o - 1) * (2 * L_p + L_o - 2) / 2),
+                    lambda p: _T_w + _c * (L_o - 1) * (2 * L_p + L_o) / 2),
+            Mistake("Step j attends to its own token too: L_p + j keys (the prompt, the j - 1 tokens generated "
+                    "before it and the one it reads), not L_p + j - 1.",
+                    lambda p: (L_o - 1) * _T_w + _c * (L_o - 1) * (2 * L_p + L_o - 2) / 2),
         ],
         difficulty="medium",
     ),
