@@ -57,7 +57,13 @@ def as_array(name: str, value) -> np.ndarray:
         raise ValueError(
             f"{name} must be a number or an array of numbers, got {value!r}"
         ) from None
-    if arr.size and not np.all(np.isfinite(arr)):
+    if arr.ndim == 0:   # one number: plain Python comparisons, no array passes
+        x = float(arr)
+        if -MAX_MAGNITUDE <= x <= MAX_MAGNITUDE:
+            return arr
+    elif arr.size == 0 or (arr.max() <= MAX_MAGNITUDE and arr.min() >= -MAX_MAGNITUDE):   # NaN fails both
+        return arr
+    if not np.all(np.isfinite(arr)):
         bad = arr[~np.isfinite(arr)].flat[0]
         raise ValueError(f"{name} must be finite, got {bad!r} in {_describe(value)}")
     if arr.size and np.any(np.abs(arr) > MAX_MAGNITUDE):
@@ -95,6 +101,8 @@ def check_nonnegative(name: str, value, *, scalar: bool = False):
     if scalar:
         check_scalar(name, value)
     arr = as_array(name, value)
+    if arr.ndim == 0 and float(arr) >= 0:   # one number: a plain comparison
+        return _single(name, arr, scalar)
     if arr.size and np.any(arr < 0):
         bad = arr[arr < 0].flat[0]
         raise ValueError(f"{name} must be >= 0, got {bad:g}" + (
@@ -124,6 +132,10 @@ def check_integer(name: str, value, minimum: int = 1, *, scalar: bool = False):
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     arr = as_array(name, value)
+    if arr.ndim == 0:   # one number: plain Python comparisons
+        x = float(arr)
+        if x == int(x) and minimum <= x <= MAX_INTEGER:
+            return _single(name, arr, scalar, int)
     if arr.size and np.any(arr != np.round(arr)):
         bad = arr[arr != np.round(arr)].flat[0]
         raise ValueError(f"{name} must be a whole number, got {bad:g}")
@@ -250,12 +262,19 @@ def check_broadcast(**arrays):
     [(2,), (2,)]
     """
     values = [np.asarray(v) for v in arrays.values()]
+    check_broadcast_shapes(**dict(zip(arrays, values)))
+    return np.broadcast_arrays(*values)
+
+
+def check_broadcast_shapes(**arrays) -> tuple:
+    """The shape the named arrays broadcast to (:func:`check_broadcast` without building the arrays)."""
+    shapes = [np.shape(v) for v in arrays.values()]
     try:
-        return np.broadcast_arrays(*values)
+        return np.broadcast_shapes(*shapes)
     except ValueError:
-        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in zip(arrays, values))
+        listed = ", ".join(f"{k} {shape}" for k, shape in zip(arrays, shapes))
         raise ValueError(f"{' and '.join(arrays)} must have shapes that broadcast together "
-                         f"(equal, or 1, or scalar), got {shapes}") from None
+                         f"(equal, or 1, or scalar), got {listed}") from None
 
 
 def check_same_size(**arrays):

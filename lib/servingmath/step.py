@@ -93,7 +93,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import (check_broadcast, check_choice, check_instance, check_integer, check_nonnegative,
+from ._validation import (check_broadcast_shapes, check_choice, check_instance, check_integer, check_nonnegative,
                           scalar_or_array)
 from .deployment import Deployment
 from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, expert_parameter_split,
@@ -483,11 +483,10 @@ def combine(overlap: str, parts: dict):
     if missing:
         raise KeyError(f"parts lacks {', '.join(missing)}: it needs weight_memory, kv_memory, linear_compute, "
                        "attention_compute and communication (overhead is optional)")
-    values = {k: check_nonnegative(k, v) for k, v in parts.items()}
-    check_broadcast(**values)
-    wm, kv = values["weight_memory"], values["kv_memory"]
-    lin, att = values["linear_compute"], values["attention_compute"]
-    parts = values
+    parts = {k: check_nonnegative(k, v) for k, v in parts.items()}
+    check_broadcast_shapes(**parts)
+    wm, kv = parts["weight_memory"], parts["kv_memory"]
+    lin, att = parts["linear_compute"], parts["attention_compute"]
     if overlap == "additive":
         core = wm + lin + kv + att
     elif overlap == "roofline":
