@@ -199,6 +199,8 @@ RUN_ALL = r"""
 })()
 """
 
+IS_DIRTY = "jupyterapp.shell.currentWidget.context.model.dirty"
+
 EDIT_FIRST_CODE_CELL = r"""
 (() => {
   const cell = jupyterapp.shell.currentWidget.content.widgets.find(c => c.model.type === "code");
@@ -261,10 +263,14 @@ def test_reading_and_running_a_chapter_in_the_lab_leaves_git_status_clean(tmp_pa
         with browser_check.Browser(executable, timeout=60) as browser:
             assert browser.open(f"{base}/lab/tree/{CHAPTER}?token={token}", timeout=90)
             assert browser.evaluate(WAIT_FOR_NOTEBOOK % json.dumps(CHAPTER), timeout=130) == "ready"
+            saves_before_run = saved_as_committed()
             ran = browser.evaluate(RUN_ALL, timeout=260)
             assert ran.get("ok") and ran["code"] > 10 and ran["notRun"] == 0 and ran["outputs"] > 10, ran
-            saves_after_run = saved_as_committed()
-            _wait(lambda: saved_as_committed() > saves_after_run, 30 + 5 * AUTOSAVE_S,
+            # the run's last outputs make the notebook dirty, and autosave writes it within AUTOSAVE_S;
+            # that save may land before the run is seen to end, so wait for a save since the run began
+            # and for the notebook to be clean (everything the reader saw has gone through the hook)
+            _wait(lambda: saved_as_committed() > saves_before_run
+                  and browser.evaluate(IS_DIRTY, timeout=10) is False, 30 + 5 * AUTOSAVE_S,
                   "an autosave after the run")
             browser.screenshot(ARTIFACTS / "01_chapter_06_after_run_all_and_autosave.png")
             status = _git("status", "--porcelain", cwd=clone)

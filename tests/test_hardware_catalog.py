@@ -97,7 +97,7 @@ def test_blackwell_dense_fp8_and_fp4_are_half_the_headline():
 def test_fp4_has_a_peak_only_where_the_sheet_gives_one():
     for acc in hardware.accelerator_catalog().values():
         has_fp4 = "nvfp4" in acc.dense_flops
-        assert has_fp4 == acc.name.startswith(("B200", "GB200")), acc.name
+        assert has_fp4 == acc.name.startswith(("B200", "GB200", "RTX-PRO-6000-Blackwell")), acc.name
         if has_fp4:
             assert acc.dense_flops["nvfp4"] == acc.dense_flops["mxfp4"] == 2 * acc.dense_flops["fp8"]
     with pytest.raises(ValueError, match="no tensor-core peak"):

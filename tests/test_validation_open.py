@@ -80,12 +80,11 @@ def test_hardware_spellings_benchmarks_use(text, name, stated):
 
 
 def test_unknown_hardware_names_the_text_and_extra_accelerators_resolve_it():
-    with pytest.raises(KeyError, match="RTX 6000 Pro.*not in the accelerator catalog"):
-        resolve_accelerator("RTX 6000 Pro Blackwell Server Edition")
-    mine = validation.Accelerator.from_numbers("rtx-6000-pro", memory_bytes=96e9, memory_bandwidth=1.8e12,
-                                               peak_flops={"bf16": 500e12})
-    acc, note = resolve_accelerator("RTX 6000 Pro Blackwell Server Edition",
-                                    accelerators={"RTX 6000 Pro Blackwell Server Edition": mine})
+    with pytest.raises(KeyError, match="RTX 5880 Ada.*not in the accelerator catalog"):
+        resolve_accelerator("RTX 5880 Ada Generation")
+    mine = validation.Accelerator.from_numbers("rtx-5880", memory_bytes=48e9, memory_bandwidth=0.96e12,
+                                               peak_flops={"bf16": 300e12})
+    acc, note = resolve_accelerator("RTX 5880 Ada Generation", accelerators={"RTX 5880 Ada Generation": mine})
     assert acc is mine and "accelerators=" in note
 
 
@@ -127,13 +126,12 @@ def test_every_row_is_a_measurement_or_a_counted_reason(open_data, open_rows):
     assert rows == list(range(len(open_rows)))
     assert sum(open_data.reasons().values()) == len(open_data.unexpressible)
     assert 0 < open_data.expressible_share == len(open_data.measurements) / len(open_rows)
-    # each refusal names its cause; the RTX 6000 Pro is the only part the catalog lacks
+    # each refusal names its cause; every part of the file is in the catalog (the RTX PRO 6000 was added)
     for u in open_data.unexpressible:
         assert u.reason and u.category
-        if u.category == "hardware":
-            assert open_rows[u.row]["hardware"].startswith("RTX 6000 Pro")
-    assert {open_rows[u.row]["hardware"] for u in open_data.unexpressible if u.category == "hardware"} == \
-        {r["hardware"] for r in open_rows if r["hardware"].startswith("RTX")}
+        assert u.category in ("pipeline parallel", "simulation budget"), (u.category, u.reason)
+    rtx = [m for m in open_data.measurements if m.accelerator.name.startswith("RTX-PRO-6000")]
+    assert rtx and all("TP" not in open_rows[m.row]["tp"] or "PP1" in open_rows[m.row]["tp"] for m in rtx)
 
 
 def test_sources_are_identified_by_title_without_a_fixed_list(tmp_path):
