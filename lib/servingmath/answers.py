@@ -64,6 +64,8 @@ import time
 import numpy as np
 import sympy
 
+from ._validation import check_positive
+
 __all__ = ["AnswerError", "AnswerTimeout", "Formula", "FUNCTIONS", "MAX_TEXT", "parse_formula", "formula_text",
            "read_object", "to_record", "from_record", "time_limit", "call_with_time_limit", "short"]
 
@@ -108,7 +110,13 @@ class Formula(str):
 
 
 def short(text, limit: int = 40) -> str:
-    """``text`` quoted for a message: at most ``limit`` characters, control characters removed."""
+    """``text`` quoted for a message: at most ``limit`` characters, control characters removed.
+
+    Examples
+    --------
+    >>> short("abc"), short("x" * 50, limit=10)
+    ("'abc'", "'xxxxxxxxx…'")
+    """
     text = re.sub(r"[\x00-\x1f\x7f]", " ", str(text))
     if len(text) > limit:
         text = text[: limit - 1] + "…"
@@ -148,6 +156,8 @@ def _check_size(expression, text: str | None = None):
 # ---------------------------------------------------------------- the parser
 def _symbol_table(symbols) -> dict:
     """The names a formula may use: the question's keys and its symbols' own names (``lam`` and ``lambda``)."""
+    if symbols is not None and not isinstance(symbols, dict):
+        raise TypeError(f"symbols must be a dict of name -> sympy symbol (or None), got {_type_name(type(symbols))}")
     table = {}
     for value in (symbols or {}).values():
         if type(value) is sympy.Symbol:
@@ -219,8 +229,9 @@ class _Builder:
             if name in FUNCTIONS:
                 raise AnswerError(f"{name!r} is a function: write {name}(...) with its argument in brackets.")
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise AnswerError(f"{short(name)} is not a symbol of this question{hint}: use "
-                              f"{self.symbol_list()}.")
+            allowed = (f"the question's symbols are {self.symbol_list()}." if self.symbols
+                       else "the question has no symbols.")
+            raise AnswerError(f"{short(name)} is not a symbol of this question{hint}: {allowed}")
         if kind is ast.UnaryOp and type(node.op) in (ast.USub, ast.UAdd):
             operand = self.build(node.operand)
             return -operand if type(node.op) is ast.USub else operand
@@ -433,7 +444,7 @@ _NUMPY_COMPLEX = frozenset(id(t) for t in set(np.sctypeDict.values()) if issubcl
 
 def _finite(value: float) -> float:
     if not math.isfinite(value):
-        raise AnswerError(f"expected a finite number, got {value}.")
+        raise AnswerError(f"the answer must be a finite number, got {value}.")
     return value
 
 
@@ -465,7 +476,7 @@ def read_object(answer, symbols: dict | None = None):
     ...     read_object([1, 2])
     ... except AnswerError as error:
     ...     print(error)
-    expected a number (or a string such as '12 ms'), got a list.
+    the answer must be a number (or a string such as '12 ms'), got a list.
     """
     kind = type(answer)
     if answer is Ellipsis:
@@ -518,7 +529,7 @@ def read_object(answer, symbols: dict | None = None):
     names = {id(list): "a list", id(tuple): "a tuple", id(dict): "a dict", id(set): "a set",
              id(type(None)): "None"}
     name = names.get(id(kind)) or f"an object of type {_type_name(kind)}"
-    raise AnswerError(f"expected a number (or a string such as '12 ms'), got {name}.")
+    raise AnswerError(f"the answer must be a number (or a string such as '12 ms'), got {name}.")
 
 
 # ---------------------------------------------------------------- the record check() reports
@@ -554,6 +565,11 @@ def from_record(record) -> object:
     Returns ``...``, a ``float``, a ``str``, a :class:`Formula` (text to be read by
     :func:`parse_formula`) or raises :class:`AnswerError` (with the sentence of an ``invalid``
     record).
+
+    Examples
+    --------
+    >>> from_record({"kind": "number", "value": "0.5"}), from_record({"kind": "text", "value": "12 ms"})
+    (0.5, '12 ms')
     """
     if type(record) is not dict:
         raise AnswerError("the answer record could not be read.")
@@ -588,6 +604,13 @@ def time_limit(seconds: float | None):
     Works in the main thread of a POSIX process; elsewhere (or with ``None``) the block runs
     without a limit. Pure-Python work such as sympy's simplification is interrupted; the parser's
     size limits keep the C-level work (big-integer arithmetic) small.
+
+    Examples
+    --------
+    >>> with time_limit(5.0):
+    ...     total = sum(range(1000))
+    >>> total
+    499500
     """
     usable = (seconds is not None and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
@@ -614,7 +637,15 @@ def call_with_time_limit(function, *args, timeout: float):
     the caller, whatever it does. Raises :class:`AnswerTimeout` on timeout and :class:`RuntimeError`
     when the child dies or returns something unreadable. Where ``os.fork`` does not exist, the call
     runs in this process under :func:`time_limit`.
+
+    Examples
+    --------
+    >>> call_with_time_limit(repr, 2.5, timeout=5.0)
+    '2.5'
     """
+    if not callable(function):
+        raise TypeError(f"function must be callable, got {type(function).__name__} {function!r:.60}")
+    timeout = check_positive("timeout", timeout, scalar=True)
     if not hasattr(os, "fork"):  # pragma: no cover - Windows
         with time_limit(timeout):
             return function(*args)

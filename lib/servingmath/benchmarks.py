@@ -542,7 +542,7 @@ def _path(path) -> Path:
         raise BenchmarkFileError("path is empty: give the benchmark result file (or AIPerf artifacts folder)")
     p = Path(path)
     if not p.exists():
-        raise BenchmarkFileError(f"benchmark file {p.name!r} does not exist (looked for {str(p)!r})")
+        raise BenchmarkFileError(f"path: benchmark file {p.name!r} does not exist (looked for {str(p)!r})")
     return p
 
 
@@ -650,6 +650,15 @@ def detect_tool(path) -> str:
 
     A folder is read as an AIPerf artifacts folder (``profile_export.jsonl`` and/or
     ``profile_export_aiperf.json``). Raises :class:`BenchmarkFileError` for a file no importer reads.
+
+    Examples
+    --------
+    >>> import json, pathlib, shutil, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "result.json"
+    >>> _ = path.write_text(json.dumps({"duration": 10.0, "completed": 40, "failed": 0, "request_rate": 4.0}))
+    >>> detect_tool(path)
+    'vllm'
+    >>> shutil.rmtree(path.parent)
     """
     p = _path(path)
     if p.is_dir():
@@ -678,6 +687,16 @@ def read_benchmark(path, *, tool: str | None = None) -> list[LoadLevel]:
     BenchmarkFileError
         (a ``ValueError``) for a missing, non-JSON or unrecognised file, or one that lacks the
         fields the tool writes; the message names the file, the tool and what is missing.
+
+    Examples
+    --------
+    >>> import json, pathlib, shutil, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "sglang.jsonl"
+    >>> _ = path.write_text(json.dumps({"backend": "sglang", "dataset_name": "random", "request_rate": 4.0,
+    ...                                 "duration": 10.0, "completed": 40, "mean_ttft_ms": 120.0}) + "\\n")
+    >>> read_benchmark(path)
+    [LoadLevel(sglang, sglang.jsonl[0], rate 4 req/s, 40 requests, summary only)]
+    >>> shutil.rmtree(path.parent)
     """
     if tool is not None and tool not in TOOLS:
         raise ValueError(f"tool must be one of {', '.join(TOOLS)}, got {tool!r}")
@@ -755,6 +774,17 @@ def read_vllm(path) -> list[LoadLevel]:
     counted in :attr:`LoadLevel.n_failed`. Without ``--save-detailed`` the file keeps only the
     per-request ``latencies`` (recent versions), so E2E statistics, throughput and Little's law can
     still be recomputed but TTFT, TPOT and ITL cannot.
+
+    Examples
+    --------
+    >>> import json, pathlib, shutil, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "vllm.json"
+    >>> _ = path.write_text(json.dumps({"duration": 10.0, "completed": 40, "failed": 0, "request_rate": 4.0,
+    ...                                 "max_concurrency": None, "mean_ttft_ms": 120.0, "mean_tpot_ms": 25.0}))
+    >>> [level] = read_vllm(path)
+    >>> level.mode, level.n_completed, level.summary["mean_ttft"], level.summary["mean_tpot"]   # s
+    ('rate', 40, 0.12, 0.025)
+    >>> shutil.rmtree(path.parent)
     """
     p = _path(path)
     levels = []
@@ -817,6 +847,16 @@ def read_sglang(path) -> list[LoadLevel]:
     The per-request lists have no latencies and no start times: E2E is rebuilt as
     TTFT + sum(ITL), which ends at the last token; SGLang's own E2E (and so its TPOT and
     ``concurrency``) runs to the final "[DONE]" line, a little later.
+
+    Examples
+    --------
+    >>> import json, pathlib, shutil, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "sglang.jsonl"
+    >>> _ = path.write_text(json.dumps({"backend": "sglang", "dataset_name": "random", "request_rate": 4.0,
+    ...                                 "duration": 10.0, "completed": 40, "mean_ttft_ms": 120.0}) + "\\n")
+    >>> read_sglang(path)
+    [LoadLevel(sglang, sglang.jsonl[0], rate 4 req/s, 40 requests, summary only)]
+    >>> shutil.rmtree(path.parent)
     """
     p = _path(path)
     levels = []
@@ -926,6 +966,16 @@ def read_aiperf(path) -> list[LoadLevel]:
 
     From the records alone the load setting is unknown and the duration is computed as AIPerf does
     (last response - first request start, profiling phase only).
+
+    Examples
+    --------
+    >>> import json, pathlib, shutil, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "profile_export_aiperf.json"
+    >>> _ = path.write_text(json.dumps({"request_throughput": {"unit": "requests/sec", "avg": 1.96},
+    ...                                 "benchmark_duration": {"unit": "sec", "avg": 10.0}}))
+    >>> read_aiperf(path)
+    [LoadLevel(aiperf, profile_export_aiperf.json[0], unknown, ? requests, summary only)]
+    >>> shutil.rmtree(path.parent)
     """
     p = _path(path)
     records_file = aggregate_file = None
@@ -1008,6 +1058,17 @@ def read_genai_perf(path) -> list[LoadLevel]:
     It holds summaries only; genai-perf's per-request file (``profile_export.json``, perf_analyzer's
     raw response timestamps and SSE chunks) needs the model's tokenizer to count tokens and is
     refused with an explanation.
+
+    Examples
+    --------
+    >>> import json, pathlib, shutil, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "profile_export_genai_perf.json"
+    >>> _ = path.write_text(json.dumps({"request_throughput": {"unit": "requests/sec", "avg": 1.96},
+    ...                                 "time_to_first_token": {"unit": "ms", "avg": 120.0, "p50": 110.0}}))
+    >>> [level] = read_genai_perf(path)
+    >>> level.summary                        # ms read as s
+    {'request_throughput.avg': 1.96, 'time_to_first_token.avg': 0.12, 'time_to_first_token.p50': 0.11}
+    >>> shutil.rmtree(path.parent)
     """
     p = _path(path)
     obj = _objects(p)[0]
@@ -1080,6 +1141,17 @@ def read_guidellm(path) -> list[LoadLevel]:
     closes). The per-request ITL gaps are not saved (only the number of streamed iterations), so
     pooled ITL cannot be recomputed. Records may be a sample (``sample_size``): counts and
     durations come from the benchmark's totals.
+
+    Examples
+    --------
+    >>> import json, pathlib, shutil, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "benchmarks.json"
+    >>> _ = path.write_text(json.dumps({"benchmarks": [{"config": {"strategy": {"type_": "constant", "rate": 4.0}},
+    ...                                                 "metrics": {}}]}))
+    >>> [level] = read_guidellm(path)
+    >>> level.mode, level.request_rate
+    ('rate', 4.0)
+    >>> shutil.rmtree(path.parent)
     """
     p = _path(path)
     report = _objects(p)[0]

@@ -56,10 +56,22 @@ DTYPES = tuple(BYTES_PER_ELEMENT)
 
 
 def check_dtype(dtype: str, name: str = "dtype") -> str:
-    """Return ``dtype`` if known, else raise naming the parameter and the choices."""
+    """Return ``dtype`` if known, else raise naming the parameter and the choices.
+
+    Examples
+    --------
+    >>> check_dtype("fp8", "kv_dtype")
+    'fp8'
+    """
     return check_choice(name, dtype, DTYPES)
 
 
 def bytes_per_element(dtype: str) -> float:
-    """Bytes one element of ``dtype`` occupies (``bf16`` -> 2.0)."""
+    """Bytes one element of ``dtype`` occupies (``bf16`` -> 2.0).
+
+    Examples
+    --------
+    >>> bytes_per_element("bf16"), bytes_per_element("fp8"), bytes_per_element("int4")
+    (2.0, 1.0, 0.5)
+    """
     return BYTES_PER_ELEMENT[check_dtype(dtype)]

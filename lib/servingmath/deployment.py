@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from ._validation import (ValueFields, check_choice, check_fraction, check_nonnegative, check_positive,
+from ._validation import (ValueFields, check_choice, check_fraction, check_nonempty, check_nonnegative, check_positive,
                           freeze_number, unknown_name)
 from .datatypes import check_dtype
 from .hardware import Accelerator, get_accelerator
@@ -84,7 +84,7 @@ ALLREDUCE_OPTIONS = {"allreduce_latency": "latency", "allreduce_base_latency": "
                      "allreduce_ring_factor": "ring_factor", "allreduce_protocol": "protocol"}
 
 def _numeric(name, value, check):
-    return freeze_number(check(name, value))
+    return freeze_number(check_nonempty(name, check(name, value)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,7 +162,7 @@ class Deployment(ValueFields):
         set_("model", get_model(self.model))
         if self.accelerator is not None:   # None: a deployment that counts work but cannot time it
             set_("accelerator", get_accelerator(self.accelerator))
-        n = check_tensor_parallel(self.model, self.tensor_parallel)
+        n = check_nonempty("tensor_parallel", check_tensor_parallel(self.model, self.tensor_parallel))
         set_("tensor_parallel", int(n) if n.ndim == 0 else freeze_number(n).astype(np.int64))
         ep = check_expert_parallel(self.model, self.expert_parallel, self.tensor_parallel)
         set_("expert_parallel", int(ep) if ep.ndim == 0 else freeze_number(ep).astype(np.int64))
@@ -383,9 +383,19 @@ def deployment_function(func=None, **defaults):
     ``func``. Its signature, as ``help()`` shows it, lists them all.
     ``@deployment_function(compute_dtype="auto")`` changes a default for the
     deployments this function builds from a model and an accelerator.
+
+    Examples
+    --------
+    >>> def gpus(dep):
+    ...     return dep.n_gpus
+    >>> gpus = deployment_function(gpus)
+    >>> gpus("Llama-3.1-70B", "H100", tensor_parallel=4)
+    4
     """
     if func is None:
         return lambda f: deployment_function(f, **defaults)
+    if not callable(func):
+        raise TypeError(f"func must be a function of (deployment, ...), got {type(func).__name__} {func!r:.60}")
     for name in defaults:
         if name not in DEPLOYMENT_OPTIONS:
             raise TypeError(f"unknown deployment option {name!r} in the defaults of a deployment function")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import UnknownNameError, check_integer, check_scalar
+from ._validation import UnknownNameError, check_argv, check_integer, check_scalar
 from .datatypes import DTYPES
 from .decode import decode_step_parts, knee_batch_size
 from .deployment import Deployment, auto_compute_dtype
@@ -322,10 +322,30 @@ def _model(args):
 
 
 def main(argv=None, stdout=None, stderr=None) -> int:
-    """Run the calculator; returns the exit status (0, or 2 for bad input with the fix printed)."""
+    """Run the calculator; returns the exit status (0, or 2 for bad input with the fix printed).
+
+    ``argv``: the command line's words (None: ``sys.argv``); ``stdout``, ``stderr``: text streams
+    (None: the process's own).
+
+    Examples
+    --------
+    >>> import io
+    >>> out = io.StringIO()
+    >>> main(["--model", "Llama-3.1-8B", "--gpu", "H100", "--batch", "64", "--context", "2048"], stdout=out)
+    0
+    >>> print(out.getvalue().splitlines()[0])
+    Llama-3.1-8B on 1 x H100-SXM5-80GB: batch 64, context 2048 tokens, prompt 2048 tokens
+    """
+    check_argv(argv)
+    for name, stream in (("stdout", stdout), ("stderr", stderr)):
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise TypeError(f"{name} must be a text stream (with .write) or None, got {stream!r:.60}")
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help (0) or a word argparse refuses (2, its usage printed): the status
+        return exc.code if isinstance(exc.code, int) else 2
     if args.list:
         stdout.write("models: " + ", ".join(list_models()) + "\n")
         stdout.write("accelerators: " + ", ".join(list_accelerators()) + "\n")

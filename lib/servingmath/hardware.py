@@ -230,12 +230,24 @@ def _aliases() -> dict[str, str]:
 
 
 def list_accelerators() -> list[str]:
-    """Names of every accelerator in the catalog, in catalog order."""
+    """Names of every accelerator in the catalog, in catalog order.
+
+    Examples
+    --------
+    >>> "H100-SXM5-80GB" in list_accelerators()
+    True
+    """
     return list(_load_catalog())
 
 
 def accelerator_catalog() -> dict[str, Accelerator]:
-    """A copy of the catalog: name -> :class:`Accelerator`."""
+    """A copy of the catalog: name -> :class:`Accelerator`.
+
+    Examples
+    --------
+    >>> accelerator_catalog()["H100-SXM5-80GB"].memory_bytes / 1e9
+    80.0
+    """
     return dict(_load_catalog())
 
 
@@ -252,6 +264,12 @@ def get_accelerator(name) -> Accelerator:
     ------
     KeyError
         For an unknown name, with the closest catalog names.
+
+    Examples
+    --------
+    >>> acc = get_accelerator("H100")
+    >>> acc.name, acc.memory_bytes / 1e9
+    ('H100-SXM5-80GB', 80.0)
     """
     if isinstance(name, Accelerator):
         return name

@@ -51,6 +51,7 @@ from ._validation import (
     check_integer,
     check_nonnegative,
     check_positive,
+    check_scalar,
     int_or_array,
     is_scalar_input,
     scalar_or_array,
@@ -178,7 +179,7 @@ def kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16"):
     """
     model = get_model(model)
     s = check_context_len(model, context_len)
-    return scalar_or_array(s * kv_bytes_per_token(model, kv_dtype))
+    return scalar_or_array(s * kv_bytes_per_token(model, check_dtype(kv_dtype, "kv_dtype")))
 
 
 def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16", tensor_parallel=1,
@@ -510,8 +511,10 @@ def min_tensor_parallel(dep: Deployment, context_len, batch_size=1, *, block_siz
     """
     model = dep.model
     degrees = valid_tensor_parallel_degrees(model)
+    check_scalar("context_len", context_len)
+    batch = check_integer("batch_size", batch_size, scalar=True)
     found = np.asarray(max_batch_size(dep.replace(tensor_parallel=degrees), context_len,
-                                      block_size=block_size)) >= int(check_integer("batch_size", batch_size))
+                                      block_size=block_size)) >= batch
     if not np.any(found):
         raise ValueError(f"{model.name} with batch_size={batch_size} x context_len={context_len} "
                          f"does not fit at any tensor_parallel up to {degrees[-1]}")
@@ -756,7 +759,7 @@ def sequences_that_fit(kv_budget_bytes, bytes_per_sequence) -> int:
     >>> sequences_that_fit(10, [3, 3, 3, 3])
     3
     """
-    budget = float(check_nonnegative("kv_budget_bytes", kv_budget_bytes))
+    budget = check_nonnegative("kv_budget_bytes", kv_budget_bytes, scalar=True)
     sizes = check_nonnegative("bytes_per_sequence", bytes_per_sequence).ravel()
     return int(np.searchsorted(np.cumsum(sizes) * (1.0 - _FLOOR_NUDGE), budget, side="right"))
 
@@ -797,11 +800,11 @@ def compare_kv_allocation(model, context_lens, kv_budget_bytes, reserved_len, *,
     lens = check_context_len(model, context_lens, name="context_lens").ravel()
     if lens.size == 0:
         raise ValueError("context_lens must hold at least one request length")
-    reserved = int(check_context_len(model, reserved_len, name="reserved_len"))
+    reserved = int(check_context_len(model, check_scalar("reserved_len", reserved_len), name="reserved_len"))
     if np.any(lens > reserved):
         raise ValueError(f"context_lens holds {int(lens.max())} tokens, more than "
                          f"reserved_len = {reserved}")
-    budget = float(check_nonnegative("kv_budget_bytes", kv_budget_bytes))
+    budget = check_nonnegative("kv_budget_bytes", kv_budget_bytes, scalar=True)
     per_token = kv_bytes_per_token(model, kv_dtype)
     exact = lens * per_token
     paged = np.asarray(paged_kv_bytes_per_sequence(model, lens, kv_dtype=kv_dtype, block_size=block_size))
@@ -810,7 +813,7 @@ def compare_kv_allocation(model, context_lens, kv_budget_bytes, reserved_len, *,
     n_exact = sequences_that_fit(budget, exact)
 
     def waste(held, count):
-        if count == 0:
+        if count == 0 or held == 0:  # nothing held (empty sequences in paged blocks): nothing wasted
             return 0.0
         return float(1.0 - exact[:count].sum() / held)
 

@@ -70,13 +70,25 @@ def _token_times(arrival_time, token_times) -> tuple[float, np.ndarray]:
 
 
 def time_to_first_token(arrival_time, token_times) -> float:
-    """TTFT = t_1 - t_arrival, seconds."""
+    """TTFT = t_1 - t_arrival, seconds.
+
+    Examples
+    --------
+    >>> time_to_first_token(0.0, [0.2, 0.25, 0.3])
+    0.2
+    """
     arrival, times = _token_times(arrival_time, token_times)
     return float(times[0] - arrival)
 
 
 def end_to_end_latency(arrival_time, token_times) -> float:
-    """E2E = t_n - t_arrival, seconds."""
+    """E2E = t_n - t_arrival, seconds.
+
+    Examples
+    --------
+    >>> end_to_end_latency(0.0, [0.2, 0.25, 0.3])
+    0.3
+    """
     arrival, times = _token_times(arrival_time, token_times)
     return float(times[-1] - arrival)
 
@@ -103,7 +115,13 @@ def time_per_output_token(arrival_time, token_times, *, decode_steps: str = "n-1
 
 
 def inter_token_latencies(token_times) -> np.ndarray:
-    """ITL: the gaps between consecutive output tokens, seconds (n - 1 values)."""
+    """ITL: the gaps between consecutive output tokens, seconds (n - 1 values).
+
+    Examples
+    --------
+    >>> inter_token_latencies([0.2, 0.25, 0.3]).round(3).tolist()
+    [0.05, 0.05]
+    """
     times = as_array("token_times", token_times)
     if times.ndim != 1 or times.size == 0:
         raise ValueError(f"token_times must be a non-empty 1-D list of times, got shape {times.shape}")
@@ -114,7 +132,13 @@ def inter_token_latencies(token_times) -> np.ndarray:
 
 
 def normalized_latency(arrival_time, token_times) -> float:
-    """E2E / n: the "per-token latency" that counts the first token (not vLLM's TPOT)."""
+    """E2E / n: the "per-token latency" that counts the first token (not vLLM's TPOT).
+
+    Examples
+    --------
+    >>> round(normalized_latency(0.0, [0.2, 0.25, 0.3]), 3)    # 0.3 s / 3 tokens
+    0.1
+    """
     arrival, times = _token_times(arrival_time, token_times)
     return float((times[-1] - arrival) / times.size)
 
@@ -166,7 +190,13 @@ def percentile(values, q) -> float:
 
 
 def output_throughput(total_output_tokens, duration) -> float:
-    """Output tokens per second over a run: tokens / duration."""
-    n = check_nonnegative("total_output_tokens", total_output_tokens)
-    d = check_positive("duration", duration)
-    return float(n / d)
+    """Output tokens per second over a run: tokens / duration.
+
+    Examples
+    --------
+    >>> output_throughput(6000, 60.0)
+    100.0
+    """
+    n = check_nonnegative("total_output_tokens", total_output_tokens, scalar=True)
+    d = check_positive("duration", duration, scalar=True)
+    return n / d

@@ -51,7 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._validation import check_choice, check_integer, check_nonnegative, check_scalar, scalar_or_array, unknown_name
+from ._validation import (MissingFileError, check_choice, check_integer, check_nonnegative, check_path, check_scalar,
+                          scalar_or_array, unknown_name)
 from .datatypes import bytes_per_element, check_dtype
 
 __all__ = [
@@ -860,12 +861,20 @@ def load_model_config(path, name: str | None = None) -> ModelConfig:
     name : str, optional
         Display name; defaults to the file's ``servingmath.name``, ``_name_or_path``
         or the folder name.
+
+    Examples
+    --------
+    >>> from importlib.resources import files
+    >>> path = files("servingmath") / "data" / "models" / "llama-3_1-8b.json"
+    >>> m = load_model_config(path)
+    >>> m.name, m.n_layers, m.hidden_size
+    ('Llama-3.1-8B', 32, 4096)
     """
-    path = Path(path)
+    path = check_path("path", path)
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"path {str(path)!r} is not a config.json file or a folder holding one")
+        raise MissingFileError(f"path {str(path)!r} is not a config.json file or a folder holding one")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -889,7 +898,13 @@ def _catalog() -> dict[str, ModelConfig]:
 
 
 def list_models() -> list[str]:
-    """Names of the catalog models."""
+    """Names of the catalog models.
+
+    Examples
+    --------
+    >>> "Llama-3.1-8B" in list_models()
+    True
+    """
     return list(_catalog())
 
 
@@ -900,6 +915,12 @@ def get_model(name) -> ModelConfig:
     ------
     KeyError
         For an unknown name, with the closest catalog names.
+
+    Examples
+    --------
+    >>> m = get_model("Llama-3.1-8B")
+    >>> m.name, m.n_layers, m.n_kv_heads
+    ('Llama-3.1-8B', 32, 8)
     """
     if isinstance(name, (ModelConfig, ModelTotals)):
         return name
@@ -1071,7 +1092,13 @@ def kv_bytes_per_token(model, dtype: str = "bf16") -> float:
 
 
 def check_context_len(model, context_len, name: str = "context_len"):
-    """Check 0 <= context_len <= the model's maximum; return it as an array."""
+    """Check 0 <= context_len <= the model's maximum; return it as an array.
+
+    Examples
+    --------
+    >>> check_context_len("Llama-3.1-8B", [1024, 8192])
+    array([1024., 8192.])
+    """
     model = get_model(model)
     arr = check_nonnegative(name, context_len)
     check_integer(name, arr, minimum=0)

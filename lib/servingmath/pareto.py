@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_array, check_choice, check_integer
+from ._validation import as_array, check_broadcast, check_choice, check_integer, check_scalar
 from .datatypes import check_dtype
 from .decode import decode_step_time
 from .deployment import DEPLOYMENT_OPTIONS, Deployment, auto_compute_dtype, deployment_function
@@ -91,6 +91,13 @@ def _objectives(x, y, sense, significant_digits=None):
     return (xs if sx == "min" else -xs), (ys if sy == "min" else -ys)
 
 
+def _point(name, value):
+    arr = as_array(name, value)
+    if arr.shape != (2,):
+        raise ValueError(f"{name} must be one point (x, y) of two numbers, got {value!r:.60}")
+    return arr
+
+
 def dominates(a, b, sense=("min", "max")) -> bool:
     """True when point ``a`` = (x, y) dominates point ``b``: no worse on both, better on one.
 
@@ -101,6 +108,7 @@ def dominates(a, b, sense=("min", "max")) -> bool:
     >>> dominates((0.020, 2000), (0.020, 2000))     # equal points do not dominate
     False
     """
+    a, b = _point("a", a), _point("b", b)
     ax, ay = _objectives([a[0]], [a[1]], sense)
     bx, by = _objectives([b[0]], [b[1]], sense)
     no_worse = ax[0] <= bx[0] and ay[0] <= by[0]
@@ -221,6 +229,7 @@ def decode_curve(dep: Deployment, batch_sizes, context_len) -> dict:
     ([4.56, 9.61], [219, 6660])
     """
     b = check_integer("batch_sizes", np.atleast_1d(batch_sizes), minimum=1)
+    check_broadcast(batch_sizes=b, context_len=context_len)
     n = np.asarray(dep.tensor_parallel, dtype=float)
     t = np.asarray(decode_step_time(dep, b, context_len), dtype=float)
     return {"batch_size": b.astype(np.int64), "tpot": t, "throughput": b / t,
@@ -248,7 +257,7 @@ def prefill_curve(dep: Deployment, prompt_len, batch_sizes) -> dict:
     """
     b = check_integer("batch_sizes", np.atleast_1d(batch_sizes), minimum=1)
     n = np.asarray(dep.tensor_parallel, dtype=float)
-    lp = float(check_integer("prompt_len", prompt_len, minimum=1))
+    lp = float(check_integer("prompt_len", prompt_len, minimum=1, scalar=True))
     t = np.asarray(prefill_time(dep, prompt_len, batch_size=b), dtype=float)
     return {"batch_size": b.astype(np.int64), "ttft": t, "throughput": b * lp / t,
             "throughput_per_gpu": b * lp / t / n}
@@ -312,6 +321,7 @@ def decode_design_space(models, accelerators, batch_sizes, context_len, *, tenso
                              + ", ".join(sorted(DEPLOYMENT_OPTIONS - {"weight_dtype", "kv_dtype", "compute_dtype",
                                                                         "tensor_parallel", "gpu_memory_utilization"})))
     b = check_integer("batch_sizes", np.atleast_1d(batch_sizes), minimum=1).astype(np.int64)
+    check_scalar("context_len", context_len)
     tps = check_integer("tensor_parallel", np.atleast_1d(tensor_parallel), minimum=1).astype(np.int64)
     columns = {k: [] for k in ["model", "accelerator", "weight_dtype", "kv_dtype", "tensor_parallel",
                                "batch_size", "max_batch", "tpot", "throughput", "throughput_per_gpu",

@@ -58,7 +58,7 @@ from ._validation import (
     check_positive,
     scalar_or_array,
 )
-from ._validation import check_scalar, int_or_array
+from ._validation import check_same_size, check_scalar, int_or_array
 from .decode import decode_coefficients, decode_step_time
 from .deployment import Deployment, deployment_function
 from .memory import max_batch_size
@@ -611,7 +611,7 @@ def max_batch_for_slos(dep: Deployment, prompt_len, output_len, *, tpot_slo=None
             if slo is None:
                 limits[name] = cap
             else:
-                tau = float(check_positive(f"{name}_slo", slo))
+                tau = check_positive(f"{name}_slo", slo, scalar=True)
                 values = np.maximum.accumulate(np.atleast_1d(state[column[name]]))
                 limits[name] = int(np.searchsorted(values, tau, side="right"))
     best, binding = binding_limit(limits, order=("memory", "tpot", "ttft"))
@@ -765,20 +765,18 @@ def meets_slo(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2e
     >>> meets_slo([0.2, 0.9], [0.03, 0.03], ttft_slo=0.5, tpot_slo=0.05)
     array([ True, False])
     """
-    checks = []
+    checks = {}
     for metric, values, slo in (("ttft", ttft, ttft_slo), ("tpot", tpot, tpot_slo), ("e2el", e2el, e2el_slo)):
         if slo is None:
             continue
         if values is None:
             raise ValueError(f"{metric}_slo = {slo!r} is given but {metric} is missing")
-        target = float(check_positive(f"{metric}_slo", slo))
-        checks.append(_latencies(metric, values, nan_ok=metric == "tpot") <= target)
+        target = check_positive(f"{metric}_slo", slo, scalar=True)
+        checks[metric] = _latencies(metric, values, nan_ok=metric == "tpot").ravel() <= target
     if not checks:
         raise ValueError("give at least one target: ttft_slo, tpot_slo or e2el_slo")
-    shapes = {c.shape for c in checks}
-    if len(shapes) > 1:
-        raise ValueError(f"the latency arrays must have the same length, got shapes {sorted(shapes)}")
-    return np.logical_and.reduce(checks)
+    check_same_size(**checks)
+    return np.logical_and.reduce(list(checks.values()))
 
 
 def slo_attainment(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
@@ -789,7 +787,8 @@ def slo_attainment(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None
     """
     ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
     if ok.size == 0:
-        raise ValueError("no requests: attainment is undefined")
+        given = [m for m, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el)) if v is not None]
+        raise ValueError(f"{' and '.join(given)} hold no requests: attainment is undefined")
     return float(ok.mean())
 
 
@@ -837,8 +836,8 @@ def request_goodput(ttft=None, tpot=None, duration=None, ttft_slo=None, tpot_slo
     """
     if duration is None:
         raise ValueError("duration (seconds) is required: goodput is a rate")
-    d = float(check_positive("duration", duration))
-    g = int(check_integer("n_gpus", n_gpus, minimum=1))
+    d = check_positive("duration", duration, scalar=True)
+    g = check_integer("n_gpus", n_gpus, minimum=1, scalar=True)
     ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
     return float(ok.sum() / d / g)
 
@@ -852,8 +851,8 @@ def token_goodput(output_lens, ttft=None, tpot=None, duration=None, ttft_slo=Non
     """
     if duration is None:
         raise ValueError("duration (seconds) is required: goodput is a rate")
-    d = float(check_positive("duration", duration))
-    g = int(check_integer("n_gpus", n_gpus, minimum=1))
+    d = check_positive("duration", duration, scalar=True)
+    g = check_integer("n_gpus", n_gpus, minimum=1, scalar=True)
     lens = np.atleast_1d(check_integer("output_lens", output_lens, minimum=0))
     ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
     if ok.shape != lens.shape:

@@ -93,7 +93,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_integer, check_nonnegative, scalar_or_array
+from ._validation import (check_broadcast_shapes, check_choice, check_instance, check_integer, check_nonnegative,
+                          scalar_or_array)
 from .deployment import Deployment
 from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, expert_parameter_split,
                      get_model, has_shape, input_embedding_parameter_count, kv_bytes_per_token,
@@ -333,6 +334,7 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     >>> round(c.stationary_weight_bytes / 1e9, 3), round(c.lm_head_bytes / 1e9, 3)   # GB
     (13.959, 1.051)
     """
+    check_instance("deployment", deployment, Deployment)
     model = deployment.model
     n = np.asarray(deployment.tensor_parallel, dtype=float)
     g = np.asarray(deployment.n_gpus, dtype=float)        # GPUs of the instance: N, or EP
@@ -415,10 +417,8 @@ def iteration_work(deployment: Deployment, iteration: Iteration) -> Work:
     >>> round(w.weight_bytes / 1e9, 2), round(w.kv_bytes / 1e9, 2), int(w.allreduces)
     (17.38, 5.37, 160)
     """
-    if not isinstance(deployment, Deployment):
-        raise ValueError(f"deployment must be a Deployment, got {type(deployment).__name__}")
-    if not isinstance(iteration, Iteration):
-        raise ValueError(f"iteration must be an Iteration (Iteration.of(...)), got {type(iteration).__name__}")
+    check_instance("deployment", deployment, Deployment)
+    check_instance("iteration", iteration, Iteration, "Iteration (Iteration.of(...))")
     return work_coefficients(deployment).work(iteration)
 
 
@@ -450,6 +450,8 @@ def time_parts(deployment: Deployment, work: Work) -> dict:
     >>> {k: round(float(v) * 1e3, 2) for k, v in parts.items()}
     {'weight_memory': 12.97, 'kv_memory': 1.05, 'linear_compute': 85.02, 'attention_compute': 3.53, 'communication': 0.0, 'overhead': 0.0}
     """
+    check_instance("deployment", deployment, Deployment)
+    check_instance("work", work, Work, "Work (iteration_work(...))")
     flops, bandwidth = deployment.flops, deployment.bandwidth
     return {
         "weight_memory": scalar_or_array(np.asarray(work.weight_bytes) / bandwidth),
@@ -467,9 +469,24 @@ def combine(overlap: str, parts: dict):
     * ``"additive"``: no overlap, the sum of the four (an upper bound);
     * ``"roofline"``: max(weights + KV, matmuls + attention) (a lower bound);
     * ``"hybrid"``: max(weights, matmuls) + max(KV, attention).
+
+    Each part is a time in seconds (>= 0; arrays broadcast).
+
+    >>> combine("hybrid", {"weight_memory": 4.0, "linear_compute": 1.0, "kv_memory": 2.0,
+    ...                    "attention_compute": 0.5, "communication": 0.25})
+    6.25
     """
-    wm, kv = np.asarray(parts["weight_memory"]), np.asarray(parts["kv_memory"])
-    lin, att = np.asarray(parts["linear_compute"]), np.asarray(parts["attention_compute"])
+    check_choice("overlap", overlap, ("additive", "roofline", "hybrid"))
+    check_instance("parts", parts, dict, "dict of the step's parts (time_parts(...))")
+    missing = [k for k in ("weight_memory", "kv_memory", "linear_compute", "attention_compute", "communication")
+               if k not in parts]
+    if missing:
+        raise KeyError(f"parts lacks {', '.join(missing)}: it needs weight_memory, kv_memory, linear_compute, "
+                       "attention_compute and communication (overhead is optional)")
+    parts = {k: check_nonnegative(k, v) for k, v in parts.items()}
+    check_broadcast_shapes(**parts)
+    wm, kv = parts["weight_memory"], parts["kv_memory"]
+    lin, att = parts["linear_compute"], parts["attention_compute"]
     if overlap == "additive":
         core = wm + lin + kv + att
     elif overlap == "roofline":
@@ -482,5 +499,14 @@ def combine(overlap: str, parts: dict):
 
 
 def step_time(deployment: Deployment, work: Work):
-    """Seconds for one forward iteration: :func:`time_parts` combined by the deployment's overlap model."""
+    """Seconds for one forward iteration: :func:`time_parts` combined by the deployment's overlap model.
+
+    Examples
+    --------
+    >>> from servingmath.deployment import Deployment
+    >>> dep = Deployment.build("Llama-2-7B", "A100", mbu=0.5)
+    >>> round(step_time(dep, iteration_work(dep, Iteration.of(dep.model, new_tokens=2048))) * 1e3, 2)   # ms
+    88.55
+    """
+    check_instance("deployment", deployment, Deployment)
     return combine(deployment.overlap, time_parts(deployment, work))

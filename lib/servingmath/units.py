@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 import re
 
+from ._validation import check_real
+
 __all__ = [
     "kB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", "TiB",
     "ms", "us", "ns", "minute", "hour",
@@ -52,8 +54,14 @@ _IEC_PREFIXES = [(TiB, "Ti"), (GiB, "Gi"), (MiB, "Mi"), (KiB, "Ki"), (1, "")]
 
 
 def format_si(value: float, unit: str, digits: int = 1) -> str:
-    """Format ``value`` with the largest SI prefix that keeps it >= 1 (``3.4 TB/s``)."""
-    value = float(value)
+    """Format ``value`` with the largest SI prefix that keeps it >= 1 (``3.4 TB/s``).
+
+    Examples
+    --------
+    >>> format_si(3.35e12, "B/s")
+    '3.4 TB/s'
+    """
+    value = check_real("value", value)
     if value == 0 or not math.isfinite(value):
         return f"{value:.{digits}f} {unit}"
     for scale, prefix in _SI_PREFIXES:
@@ -63,10 +71,16 @@ def format_si(value: float, unit: str, digits: int = 1) -> str:
 
 
 def format_bytes(n_bytes: float, binary: bool = False, digits: int = 1) -> str:
-    """Format a byte count with decimal (kB, GB) or binary (KiB, GiB) prefixes."""
+    """Format a byte count with decimal (kB, GB) or binary (KiB, GiB) prefixes.
+
+    Examples
+    --------
+    >>> format_bytes(16.06e9), format_bytes(16.06e9, binary=True)
+    ('16.1 GB', '15.0 GiB')
+    """
+    n_bytes = check_real("n_bytes", n_bytes)
     if not binary:
         return format_si(n_bytes, "B", digits)
-    n_bytes = float(n_bytes)
     for scale, prefix in _IEC_PREFIXES:
         if abs(n_bytes) >= scale:
             return f"{n_bytes / scale:.{digits}f} {prefix}B"
@@ -74,8 +88,14 @@ def format_bytes(n_bytes: float, binary: bool = False, digits: int = 1) -> str:
 
 
 def format_seconds(seconds: float, digits: int = 1) -> str:
-    """Format a duration in s, ms, µs or ns, whichever reads best."""
-    seconds = float(seconds)
+    """Format a duration in s, ms, µs or ns, whichever reads best.
+
+    Examples
+    --------
+    >>> format_seconds(0.0123), format_seconds(4.5e-6)
+    ('12.3 ms', '4.5 µs')
+    """
+    seconds = check_real("seconds", seconds)
     for scale, unit in [(1.0, "s"), (ms, "ms"), (us, "µs"), (ns, "ns")]:
         if abs(seconds) >= scale:
             return f"{seconds / scale:.{digits}f} {unit}"
@@ -83,13 +103,25 @@ def format_seconds(seconds: float, digits: int = 1) -> str:
 
 
 def format_flops(flops_per_second: float, digits: int = 1) -> str:
-    """Format a compute rate: ``989.4 TFLOP/s``."""
-    return format_si(flops_per_second, "FLOP/s", digits)
+    """Format a compute rate: ``989.4 TFLOP/s``.
+
+    Examples
+    --------
+    >>> format_flops(989.4e12)
+    '989.4 TFLOP/s'
+    """
+    return format_si(check_real("flops_per_second", flops_per_second), "FLOP/s", digits)
 
 
 def format_rate(per_second: float, what: str = "tok", digits: int = 1) -> str:
-    """Format a rate such as tokens per second: ``1.2 ktok/s``."""
-    return format_si(per_second, f"{what}/s", digits)
+    """Format a rate such as tokens per second: ``1.2 ktok/s``.
+
+    Examples
+    --------
+    >>> format_rate(1234.0), format_rate(2.5, "req")
+    ('1.2 ktok/s', '2.5 req/s')
+    """
+    return format_si(check_real("per_second", per_second), f"{what}/s", digits)
 
 
 # unit symbol -> (scale to SI, dimension)
@@ -125,6 +157,11 @@ def parse_quantity(text: str) -> tuple[float, str | None]:
     ------
     ValueError
         If the text is not a number followed by a known unit.
+
+    Examples
+    --------
+    >>> parse_quantity("12 ms"), parse_quantity("80 GB")
+    ((0.012, 's'), (80000000000.0, 'B'))
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a string such as '12 ms', got {text!r}")
@@ -135,7 +172,7 @@ def parse_quantity(text: str) -> tuple[float, str | None]:
     match = _QUANTITY.fullmatch(cleaned)
     if not match:
         raise ValueError(
-            f"could not read {text!r} as a number with an optional unit; "
+            f"could not read text {text!r} as a number with an optional unit; "
             "write it like '12 ms', '0.5 GiB' or '1.2e3'"
         )
     number, unit = float(match.group(1)), match.group(2)

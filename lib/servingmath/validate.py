@@ -43,10 +43,11 @@ from pathlib import Path
 import numpy as np
 
 from . import benchmarks, validation
-from ._validation import check_positive
+from ._validation import (check_argv, check_instance, check_integer, check_nonnegative, check_positive, check_real,
+                          check_seeds)
 from .benchmarks import BenchmarkFileError
 from .deployment import Deployment
-from .hardware import get_accelerator
+from .hardware import Accelerator, get_accelerator
 from .models import get_model
 
 __all__ = ["level_workload", "level_arrivals", "step_model_predictions", "simulate_level",
@@ -128,9 +129,19 @@ def level_workload(level, n_requests: int, seed: int = 0):
     ------
     ValueError
         When the file gives neither per-request lengths nor mean lengths.
+
+    Examples
+    --------
+    >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
+    >>> level = benchmarks.read_vllm(sample)[0]          # concurrency 1, summary only
+    >>> level_workload(level, 10)
+    (Workload('fixed 490/119', 10 requests, mean prompt 490 tokens, mean output 119 tokens), "fixed at the file's means 490 in, 119 out")
     """
     from .workloads import Uniform, Workload
 
+    _check_level(level)
+    n_requests = check_integer("n_requests", n_requests, minimum=1, scalar=True)
+    seed = check_integer("seed", seed, minimum=0, scalar=True)
     if level.prompt_lens is not None and level.output_lens is not None and level.output_lens.size:
         keep = level.output_lens >= 1
         w = Workload.from_lists(np.maximum(level.prompt_lens[keep], 1), level.output_lens[keep], name="as recorded")
@@ -177,9 +188,18 @@ def level_arrivals(level, n_requests: int):
     ValueError
         For a load the simulator does not replay (a rate capped by a concurrency, guidellm's
         throughput mode without recorded times).
+
+    Examples
+    --------
+    >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
+    >>> level = benchmarks.read_vllm(sample)[0]
+    >>> level_arrivals(level, 10)
+    (ClosedLoop(clients=1, think_time=0.0, think_time_distribution='fixed'), 'closed loop of 1 client')
     """
     from .workloads import ClosedLoop, Poisson, Timestamps
 
+    _check_level(level)
+    n_requests = check_integer("n_requests", n_requests, minimum=1, scalar=True)
     if level.start_times is not None and level.start_times.size >= n_requests:
         return Timestamps(np.sort(level.start_times)[:n_requests]), "the file's recorded send times"
     mode = level.mode
@@ -193,6 +213,31 @@ def level_arrivals(level, n_requests: int):
                                  and math.isinf(level.request_rate)):
         return Timestamps(np.zeros(n_requests)), "all requests at once"
     raise ValueError(f"{level.file} (level {level.index}): load mode {mode!r} is not replayed by the simulator")
+
+
+def _check_level(level):
+    return check_instance("level", level, benchmarks.LoadLevel, "LoadLevel (servingmath.benchmarks.read_benchmark)")
+
+
+def _check_scheduler(scheduler):
+    if not isinstance(scheduler, dict) or not {"max_seqs", "policy", "token_budget"} <= set(scheduler):
+        raise TypeError(f"scheduler must be engine_scheduler()'s dict (policy, token_budget, max_seqs), "
+                        f"got {scheduler!r:.60}")
+    return scheduler
+
+
+_NO_RUNNING = object()
+
+
+def _check_lengths(mean_in, mean_out, running=_NO_RUNNING):
+    for name, value in (("mean_in", mean_in), ("mean_out", mean_out)):
+        check_positive(name, value, scalar=True)
+        if float(value) > 1e9:
+            raise ValueError(f"{name} must be at most 1e9 tokens, got {value!r}")
+    if running is not _NO_RUNNING:
+        check_nonnegative("running", running, scalar=True)
+        if float(running) > 1e9:
+            raise ValueError(f"running must be at most 1e9 requests in flight, got {running!r}")
 
 
 def _load_value(level):
@@ -220,14 +265,26 @@ def step_model_predictions(dep, measured: dict, mean_in: float, mean_out: float,
     at the batch the engine holds (``max_batch``: the rest wait); E2E = TTFT + (L_o - 1) steps;
     throughput = B / E2E requests per second (x L_o for tokens), at most the ``offered_rate`` of
     an open-loop level (a stable server serves what it is offered).
+
+    Examples
+    --------
+    >>> dep = Deployment.build("Llama-3.1-8B", "H100", setting="realistic")
+    >>> p = step_model_predictions(dep, {}, 1000, 200, 4)
+    >>> round(p["ttft.mean"] * 1e3, 1), round(p["tpot.mean"] * 1e3, 2), round(p["request_throughput"], 2)
+    (29.2, 6.6, 2.98)
     """
     from .decode import decode_step_time
     from .prefill import prefill_time
 
+    check_instance("dep", dep, Deployment)
+    check_instance("measured", measured, dict)
+    _check_lengths(mean_in, mean_out, running)
     lp, lo = max(int(round(mean_in)), 1), max(int(round(mean_out)), 1)
     b = max(int(round(running)), 1)
     if max_batch is not None:
-        b = min(b, int(max_batch))
+        b = min(b, check_integer("max_batch", max_batch, minimum=1, scalar=True))
+    if offered_rate is not None and not check_real("offered_rate", offered_rate) > 0:
+        raise ValueError(f"offered_rate must be > 0 requests/s (inf: all at once), got {offered_rate!r}")
     ttft = float(prefill_time(dep, lp))
     step = float(decode_step_time(dep, b, lp + lo // 2))
     e2e = ttft + (lo - 1) * step
@@ -244,9 +301,24 @@ def simulate_level(level, dep, scheduler: dict, *, seeds=(0, 1, 2), max_requests
 
     ``scheduler``: :func:`servingmath.validation.engine_scheduler`'s dict (policy, token budget,
     max sequences).
+
+    Examples
+    --------
+    >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
+    >>> level = benchmarks.read_vllm(sample)[0]
+    >>> dep = Deployment.build("Llama-3.1-8B", "H100", setting="realistic")
+    >>> scheduler = validation.engine_scheduler("vLLM 0.11", "H100", "Llama-3.1-8B")
+    >>> s = simulate_level(level, dep, scheduler, seeds=(0,))
+    >>> round(s["ttft.mean"]["mean"] * 1e3, 1), round(s["tpot.mean"]["mean"] * 1e3, 2), s["_notes"]["requests"]
+    (14.4, 6.4, 10)
     """
     from . import simulate as sim
 
+    _check_level(level)
+    check_instance("dep", dep, Deployment)
+    _check_scheduler(scheduler)
+    seeds = check_seeds("seeds", seeds)
+    max_requests = check_integer("max_requests", max_requests, minimum=1, scalar=True)
     n = int(min(level.n_completed or max(200, 20 * int(level.concurrency or 10)), max_requests))
     if level.prompt_lens is not None and level.output_lens is not None:
         n = int(min(n, int(np.sum(level.output_lens >= 1))))
@@ -286,7 +358,18 @@ def simulate_level(level, dep, scheduler: dict, *, seeds=(0, 1, 2), max_requests
 
 def implied_efficiencies(dep, measured: dict, mean_in: float, mean_out: float, running: float) -> dict:
     """MBU from the measured TPOT (else median ITL) at the running batch; MFU from the measured TTFT
-    (a prefill of the mean prompt: an upper-bound time, queueing included, so a lower-bound MFU)."""
+    (a prefill of the mean prompt: an upper-bound time, queueing included, so a lower-bound MFU).
+
+    Examples
+    --------
+    >>> dep = Deployment.build("Llama-3.1-8B", "H100", setting="realistic")
+    >>> e = implied_efficiencies(dep, {"tpot.mean": 0.0158, "ttft.median": 0.141}, 1000, 200, 4)
+    >>> round(e["mbu"], 3), round(e["mfu"], 3)
+    (0.294, 0.102)
+    """
+    check_instance("dep", dep, Deployment)
+    check_instance("measured", measured, dict)
+    _check_lengths(mean_in, mean_out, running)
     out = {}
     lp, lo = max(int(round(mean_in)), 1), max(int(round(mean_out)), 1)
     step = measured.get("tpot.mean", measured.get("itl.median"))
@@ -309,8 +392,19 @@ def knees(levels: list, *, dep=None, scheduler=None) -> dict:
     once, min(max_num_seqs, KV-cache tokens / (mean prompt + mean output)) -- beyond it clients
     queue and TTFT grows by (C - B) / X (Little's law); for a rate sweep, the request rate that
     batch sustains.
+
+    Examples
+    --------
+    >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
+    >>> report = validate_file(sample, model="Llama-3.1-8B", gpu="H100", seeds=(0,))
+    >>> knees(report["levels"])       # two levels: too few to fit a knee (4 or more)
+    {'fitted': None, 'simulated': None, 'derived': None, 'axis': 'concurrency'}
     """
 
+    if isinstance(levels, (str, bytes)) or not isinstance(levels, (list, tuple)) \
+            or not all(isinstance(lv, dict) and "measured_key" in lv for lv in levels):
+        raise TypeError(f"levels must be a list of the level entries of validate_file()['levels'], "
+                        f"got {levels!r:.60}")
     out = {"fitted": None, "simulated": None, "derived": None, "axis": None}
     usable = [lv for lv in levels if "ttft" in lv["measured_key"]]
     if not usable:
@@ -347,14 +441,8 @@ def saturation(dep, scheduler: dict, mean_in: float, mean_out: float) -> tuple:
     """
     if not isinstance(dep, Deployment):
         raise TypeError(f"dep must be a Deployment (Deployment.build(model, accelerator, ...)), got {dep!r}")
-    if not isinstance(scheduler, dict) or not {"max_seqs", "policy"} <= set(scheduler):
-        raise TypeError(f"scheduler must be engine_scheduler()'s dict, got {scheduler!r}")
-    for name, value in (("mean_in", mean_in), ("mean_out", mean_out)):
-        if np.ndim(value) != 0:
-            raise ValueError(f"{name} must be a single number, got {value!r}")
-        check_positive(name, value)
-        if float(value) > 1e9:
-            raise ValueError(f"{name} must be at most 1e9 tokens, got {value!r}")
+    _check_scheduler(scheduler)
+    _check_lengths(mean_in, mean_out)
     from .decode import decode_step_time
     from .memory import max_kv_tokens
     from .prefill import prefill_step_parts, prefill_time
@@ -405,7 +493,17 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
         For a file no importer can read (the message names what is missing).
     KeyError
         For a model or accelerator that does not resolve.
+
+    Examples
+    --------
+    >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
+    >>> report = validate_file(sample, model="Llama-3.1-8B", gpu="H100", seeds=(0,))
+    >>> [(lv["mode"], lv["load"], lv["requests"]) for lv in report["levels"]]
+    [('concurrency', 1.0, 10), ('concurrency', 8.0, 40)]
     """
+    seeds = check_seeds("seeds", seeds)
+    if not isinstance(gpu, (str, Accelerator)) or not str(getattr(gpu, "name", gpu)).strip():
+        raise TypeError(f"gpu must be an accelerator name such as 'H100' (or an Accelerator), got {gpu!r:.60}")
     levels = benchmarks.read_benchmark(path, tool=tool)
     if engine is None:
         engine = "SGLang" if levels and levels[0].tool == "sglang" else "vLLM 0.11"
@@ -476,7 +574,17 @@ def _fmt(value, unit):
 
 
 def format_report(report: dict) -> str:
-    """The report as text: one table per load level, then the implied efficiencies and the knee."""
+    """The report as text: one table per load level, then the implied efficiencies and the knee.
+
+    Examples
+    --------
+    >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
+    >>> report = validate_file(sample, model="Llama-3.1-8B", gpu="H100", seeds=(0,))
+    >>> print(format_report(report).splitlines()[0])
+    vllm_sweep.json (vllm): Llama-3.1-8B on 1 x H100-SXM5-80GB, weights bf16, KV bf16, setting 'realistic'
+    """
+    if not isinstance(report, dict) or not {"file", "tool", "model", "scheduler", "levels"} <= set(report):
+        raise TypeError(f"report must be validate_file()'s dict, got {report!r:.60}")
     s = report["scheduler"]
     lines = [f"{report['file']} ({report['tool']}): {report['model']} on {report['tensor_parallel']} x "
              f"{report['accelerator']}, weights {report['weight_dtype']}, KV {report['kv_dtype']}, "
@@ -583,7 +691,21 @@ def plot_report(report: dict, *, levels=None):
 
 
 def main(argv=None) -> int:
-    """The command line: ``python -m servingmath.validate RESULTS --model M --gpu G [--tp N]``."""
+    """The command line: ``python -m servingmath.validate RESULTS --model M --gpu G [--tp N]``.
+
+    Returns the exit status: 0, or 2 for bad input (the reason printed to stderr).
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     status = main([str(sample), "--model", "Llama-3.1-8B", "--gpu", "H100", "--seeds", "1", "--no-figure"])
+    >>> status, out.getvalue().splitlines()[0]
+    (0, "vllm_sweep.json (vllm): Llama-3.1-8B on 1 x H100-SXM5-80GB, weights bf16, KV bf16, setting 'realistic'")
+    """
+    check_argv(argv)
     parser = argparse.ArgumentParser(prog="python -m servingmath.validate",
                                      description="A benchmark result file beside the book's step model and "
                                                  "simulator (chapter 14).")
@@ -605,7 +727,10 @@ def main(argv=None) -> int:
     parser.add_argument("--figure", default=None, help="where to write the figure (default: beside the input, "
                                                        "<name>.validate.png)")
     parser.add_argument("--no-figure", action="store_true", help="do not write a figure")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help (0) or a word argparse refuses (2, its usage printed): the status
+        return exc.code if isinstance(exc.code, int) else 2
     if args.tp < 1 or args.seeds < 1 or args.max_requests < 1:
         print("error: --tp, --seeds and --max-requests must be >= 1", file=sys.stderr)
         return 2

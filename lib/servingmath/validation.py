@@ -84,7 +84,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._validation import (check_choice, check_fraction, check_integer, check_nonnegative,
+from ._validation import (check_bool, check_choice, check_instance, check_fraction, check_integer, check_nonnegative, check_seeds,
                           check_positive, scalar_or_array)
 from .decode import decode_step_parts, decode_step_time
 from .deployment import Deployment, deployment_function
@@ -1771,7 +1771,7 @@ def _to_metric(m: Measurement, seconds, basis: str):
     return _work(m) / np.asarray(seconds) / (m.tensor_parallel if _per_gpu(m, basis) else 1)
 
 
-def _efficiency(efficiency) -> Efficiency:
+def _efficiency(efficiency, name="efficiency") -> Efficiency:
     if efficiency is None:
         return PHYSICAL
     if efficiency == "realistic":
@@ -1779,7 +1779,7 @@ def _efficiency(efficiency) -> Efficiency:
     if efficiency == "physical":
         return PHYSICAL
     if not isinstance(efficiency, Efficiency):
-        raise ValueError(f"efficiency must be an Efficiency, 'physical', 'realistic' or None, got {efficiency!r}")
+        raise ValueError(f"{name} must be an Efficiency, 'physical', 'realistic' or None, got {efficiency!r:.60}")
     return efficiency
 
 
@@ -1815,7 +1815,8 @@ def predict(measurement: Measurement, efficiency=None, basis: str = "total", *, 
     e = _efficiency(efficiency)
     m = measurement
     if m.scenario == "simulated":
-        values = [_simulated_value(m, e, seed, basis) for seed in (SIM_SEEDS if seeds is None else seeds)]
+        values = [_simulated_value(m, e, seed, basis)
+                  for seed in (SIM_SEEDS if seeds is None else check_seeds("seeds", seeds))]
         return float(np.mean(values))
     total = float(np.sum(_step_times(m.steps, e)))
     if m.scenario == "memory_wall":
@@ -1827,13 +1828,27 @@ def physical_bound(measurement: Measurement, basis: str = "total") -> float:
     """The model at efficiency 1.0: a lower bound on a static time, an upper bound on a static throughput.
 
     For a simulated row it is the simulation at efficiency 1.0 (queueing included: a lower bound on
-    ITL and TPOT, not strictly on a TTFT that waits for others' prefills)."""
+    ITL and TPOT, not strictly on a TTFT that waits for others' prefills).
+
+    Examples
+    --------
+    >>> row = load_published_measurements().by_row(48)   # LMDeploy Llama-2-7B ITL at batch 1: 9.0 ms
+    >>> round(physical_bound(row) * 1e3, 2)             # ms: 13.0 GB of weights / 2.039 TB/s
+    6.5
+    """
     return predict(measurement, None, basis)
 
 
 def achieved_fraction(measurement: Measurement, basis: str = "total") -> float:
     """How close the measurement came to its physical bound: bound / measured for a time,
-    measured / bound for a throughput. In (0, 1] exactly when the bound holds."""
+    measured / bound for a throughput. In (0, 1] exactly when the bound holds.
+
+    Examples
+    --------
+    >>> row = load_published_measurements().by_row(48)   # 6.5 ms bound, 9.0 ms measured
+    >>> round(achieved_fraction(row), 3)
+    0.722
+    """
     bound = physical_bound(measurement, basis)
     if measurement.kind == "time":
         return bound / measurement.value
@@ -1841,7 +1856,14 @@ def achieved_fraction(measurement: Measurement, basis: str = "total") -> float:
 
 
 def bound_holds(measurement: Measurement, basis: str = "total") -> bool:
-    """True when a measured time is >= its bound, or a measured throughput <= its bound."""
+    """True when a measured time is >= its bound, or a measured throughput <= its bound.
+
+    Examples
+    --------
+    >>> row = load_published_measurements().by_row(48)
+    >>> bound_holds(row)
+    True
+    """
     return bool(achieved_fraction(measurement, basis) <= 1.0)
 
 
@@ -1931,10 +1953,17 @@ def simulate_measurement(measurement: Measurement, efficiency=None, *, seeds=SIM
     -------
     dict
         ``mean``, ``values`` (one per seed), ``low``, ``high`` (SI units).
+
+    Examples
+    --------
+    >>> row = load_published_measurements().by_row(98)   # LMDeploy Llama-2-70B, 3000 requests at once
+    >>> r = simulate_measurement(row, "realistic", seeds=(0,))
+    >>> round(r["mean"]), round(row.value)              # tok/s: simulated, measured
+    (1276, 1000)
     """
     if not isinstance(measurement, Measurement) or measurement.scenario != "simulated":
         raise ValueError("simulate_measurement takes a simulated Measurement (path 'simulator')")
-    seeds = tuple(int(s) for s in seeds)
+    seeds = check_seeds("seeds", seeds)
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     e = _efficiency(efficiency)
@@ -2287,8 +2316,16 @@ def percentage_errors(measurements, efficiencies=None, basis="total", *, fallbac
     ``efficiencies``: family -> :class:`Efficiency` (from :func:`calibrate`), one
     :class:`Efficiency` (or ``"realistic"``) for every row, or ``None`` for the physical bound.
     A family without an entry raises, unless ``fallback`` is given.
+
+    Examples
+    --------
+    >>> row = load_published_measurements().by_row(48)   # 9.28 ms predicted at MBU 0.7, 9.0 measured
+    >>> percentage_errors([row], Efficiency(mbu=0.7)).round(3)
+    array([0.031])
     """
     _check_basis(basis)
+    if not isinstance(efficiencies, dict):
+        _efficiency(efficiencies, "efficiencies")
     errors = []
     for m in _measurement_rows(measurements):
         if isinstance(efficiencies, dict):
@@ -2379,11 +2416,21 @@ def leave_one_source_out(measurements, *, basis="per_gpu", parameters=("mbu", "m
     ``seeds``: seeds of the simulated rows (default one; the spread of several is
     :func:`simulate_measurement`'s to report). ``base``: the fields :func:`calibrate` does not
     fit. ``bound=False`` leaves the simulated rows' physical bound out (NaN), to save time.
+
+    Examples
+    --------
+    >>> rows = [m for m in load_published_measurements().measurements if m.scenario == "decode_step"]
+    >>> r = leave_one_source_out(rows)          # two sources: each predicted from the other's fit
+    >>> len(r.loso), int(r.fallback.sum()), sorted(r.folds[rows[0].source_title])
+    (21, 0, ['A100'])
     """
     _check_basis(basis)
-    ms = tuple(m for m in measurements if isinstance(m, Measurement))
+    ms = tuple(_measurement_rows(measurements))
     if not ms:
-        raise ValueError("leave_one_source_out needs Measurements")
+        raise ValueError("measurements must hold at least one Measurement row")
+    seeds = check_seeds("seeds", seeds)
+    bound = check_bool("bound", bound)
+    check_instance("fallback", fallback, Efficiency)
     titles = list(dict.fromkeys(m.source_title for m in ms))
     loso = np.empty(len(ms))
     used_fallback = np.zeros(len(ms), dtype=bool)
@@ -2515,10 +2562,16 @@ def concurrency_sweeps(measurements) -> list:
         ``key`` (a description), ``concurrency`` (sorted), and per metric (``ttft_ms``,
         ``tpot_ms``, ``itl_ms``, ``throughput_tok_s``...) the list of Measurements in
         concurrency order (None where a level lacks that metric).
+
+    Examples
+    --------
+    >>> opened = load_published_measurements(open_data_path(), simulation="small")
+    >>> [(s["concurrency"], sorted(s)) for s in concurrency_sweeps(opened.measurements)]   # NVIDIA NIM's sweep
+    [([1, 5, 25, 50, 100, 150, 200, 250], ['concurrency', 'key', 'throughput_tok_s', 'tpot_ms', 'ttft_ms'])]
     """
     groups = defaultdict(dict)
-    for m in measurements:
-        if not isinstance(m, Measurement) or m.sim is None or m.sim.load[0] != "closed":
+    for m in _measurement_rows(measurements):
+        if m.sim is None or m.sim.load[0] != "closed":
             continue
         key = (m.source, m.model.name, m.accelerator.name, m.tensor_parallel, m.sim.workload,
                m.raw.get("framework", ""))

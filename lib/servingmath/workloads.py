@@ -287,8 +287,9 @@ class Workload:
         with ``.sample(rng, n)``), or a sequence of ``n_requests`` lengths.
         Deterministic given ``seed``.
         """
-        n = int(check_integer("n_requests", n_requests, minimum=1))
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x574B]))
+        n = check_integer("n_requests", n_requests, minimum=1, scalar=True)
+        seed = check_integer("seed", seed, minimum=0, scalar=True)
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x574B]))
 
         def draw(label, spec):
             if hasattr(spec, "sample"):
@@ -381,6 +382,11 @@ def chat_workload(n_requests: int = 1000, seed: int = 0) -> Workload:
     Synthetic and illustrative: lognormal prompts (median 600, sigma 0.8,
     clipped to [16, 2048]) and outputs (median 250, sigma 0.6, clipped to
     [8, 1024]), deterministic given ``seed``.
+
+    Examples
+    --------
+    >>> chat_workload(100, seed=0)
+    Workload('synthetic chat', 100 requests, mean prompt 811 tokens, mean output 312 tokens)
     """
     w = Workload.sample(n_requests, CHAT_PROMPT, CHAT_OUTPUT, seed=seed)
     return Workload(w.prompt_lens, w.output_lens, name="synthetic chat")
@@ -718,7 +724,13 @@ _DATASETS_CACHE: dict = {}
 
 
 def dataset_names() -> list[str]:
-    """Names of the datasets whose length statistics ship with the book."""
+    """Names of the datasets whose length statistics ship with the book.
+
+    Examples
+    --------
+    >>> "azure-conversation-2023" in dataset_names()
+    True
+    """
     return list(_datasets()["datasets"])
 
 
@@ -775,7 +787,7 @@ def dataset_lengths(name: str) -> DatasetLengths:
     table = _datasets()["datasets"]
     if not isinstance(name, str) or name not in table:
         from ._validation import unknown_name
-        raise unknown_name("dataset", name, table)
+        raise unknown_name("dataset name", name, table)
     entry = table[name]
     return DatasetLengths(name=name, notes=entry.get("notes", ""), spearman=entry.get("spearman"),
                           arrivals=entry.get("arrivals"), **{k: entry[k] for k in _DATASET_FIELDS})

@@ -61,7 +61,7 @@ TTFT P50 10.1 ms, TPOT P50 5.64 ms, 2559 tokens/s
 
 from __future__ import annotations
 
-from .._validation import check_integer
+from .._validation import check_bool, check_integer
 from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps, Workload
 from .config import (
     ChunkedPrefill,
@@ -139,11 +139,23 @@ def simulate(config, seed: int = 0, progress: bool = False) -> SimulationResult:
     ValueError
         For a request longer than the model's context or the KV cache, a
         prompt longer than the prefill token budget, and bad configuration values.
+
+    Examples
+    --------
+    >>> from servingmath.workloads import Workload, Poisson
+    >>> toy = SimulationConfig(server=Server(step_times=LinearStepTimes(step_time=1e-3)),
+    ...                        workload=Workload.fixed(200, prompt_len=128, output_len=16),
+    ...                        arrivals=Poisson(rate=50.0), policy=ContinuousBatching(max_batch_size=8))
+    >>> result = simulate(toy, seed=0)
+    >>> m = result.metrics()
+    >>> len(result.records), round(m.ttft.p50 * 1e3, 2), round(m.tpot.p50 * 1e3, 2)   # ms: about one step each
+    (200, 1.08, 1.07)
     """
     if not isinstance(config, (SimulationConfig, FleetConfig)):
         raise ValueError(f"config must be a SimulationConfig or a FleetConfig, got {type(config).__name__}")
     if isinstance(seed, bool):
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    check_integer("seed", seed, minimum=0)
-    engine = Engine(config, int(seed), progress=bool(progress)).run()
+    seed = check_integer("seed", seed, minimum=0, scalar=True)
+    progress = check_bool("progress", progress)
+    engine = Engine(config, seed, progress=progress).run()
     return SimulationResult(config, int(seed), engine)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .._validation import check_bool, check_integer, check_nonnegative, check_positive
+from .._validation import check_bool, check_integer, check_nonnegative, check_positive, check_scalar
 from ..deployment import Deployment
 from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps, Workload
 from .steptimes import LibraryStepTimes, LinearStepTimes
@@ -455,6 +455,8 @@ def expected_tokens_per_step(acceptance_rate, num_draft_tokens):
     """
     from ..speculative import expected_tokens_per_step as formula
 
+    check_scalar("acceptance_rate", acceptance_rate)
+    check_scalar("num_draft_tokens", num_draft_tokens)
     return float(formula(acceptance_rate, num_draft_tokens))
 
 

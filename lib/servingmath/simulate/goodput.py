@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import check_instance, check_positive
 from ..workloads import Poisson
 
 __all__ = ["slo_attainment_curve", "max_goodput_rate"]
@@ -18,6 +18,13 @@ def _at_rate(config, rate):
     if isinstance(arrivals, Poisson):
         return dataclasses.replace(config, arrivals=dataclasses.replace(arrivals, rate=float(rate)))
     return dataclasses.replace(config, arrivals=Poisson(float(rate)))
+
+
+def _check_config(config):
+    from .config import SimulationConfig
+    from .fleet import FleetConfig
+
+    check_instance("config", config, (SimulationConfig, FleetConfig))
 
 
 def _check_slos(ttft_slo, tpot_slo):
@@ -32,9 +39,20 @@ def slo_attainment_curve(config, rates, *, ttft_slo=None, tpot_slo=None, seed=0)
     gaps are the same exponential draws scaled by 1 / rate). A ``Poisson``
     config keeps its ``burstiness`` (gamma gaps); any other arrival process is
     replaced by Poisson arrivals. ``config`` may be a ``FleetConfig``.
+
+    Examples
+    --------
+    >>> from servingmath.simulate import ContinuousBatching, LinearStepTimes, Server, SimulationConfig
+    >>> from servingmath.workloads import Workload
+    >>> toy = SimulationConfig(server=Server(step_times=LinearStepTimes(step_time=1e-3)),
+    ...                        workload=Workload.fixed(200, prompt_len=128, output_len=16),
+    ...                        arrivals=Poisson(rate=50.0), policy=ContinuousBatching(max_batch_size=8))
+    >>> slo_attainment_curve(toy, [50.0, 2000.0], ttft_slo=0.01).tolist()   # a queue builds at 2000 req/s
+    [1.0, 0.04]
     """
     from . import simulate
 
+    _check_config(config)
     _check_slos(ttft_slo, tpot_slo)
     r = check_positive("rates", rates)
     return np.array([simulate(_at_rate(config, x), seed).slo_attainment(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
@@ -58,17 +76,28 @@ def max_goodput_rate(config, *, ttft_slo=None, tpot_slo=None, attainment=0.9, se
     ----------
     Y. Zhong et al., "DistServe", OSDI 2024, sec. 2.2 (goodput = max rate
     under an SLO attainment goal, e.g. 90 %).
+
+    Examples
+    --------
+    >>> from servingmath.simulate import ContinuousBatching, LinearStepTimes, Server, SimulationConfig
+    >>> from servingmath.workloads import Workload
+    >>> toy = SimulationConfig(server=Server(step_times=LinearStepTimes(step_time=1e-3)),
+    ...                        workload=Workload.fixed(200, prompt_len=128, output_len=16),
+    ...                        arrivals=Poisson(rate=50.0), policy=ContinuousBatching(max_batch_size=8))
+    >>> max_goodput_rate(toy, ttft_slo=0.01, rel_tol=0.05)   # req/s with 90 % of TTFTs under 10 ms
+    262.5
     """
     from . import simulate
 
+    _check_config(config)
     _check_slos(ttft_slo, tpot_slo)
-    a = float(check_positive("attainment", attainment))
+    a = check_positive("attainment", attainment, scalar=True)
     if a > 1:
         raise ValueError(f"attainment must be in (0, 1], got {a:g}")
-    check_positive("rel_tol", rel_tol)
+    rel_tol = check_positive("rel_tol", rel_tol, scalar=True)
     if initial_rate is None:
         initial_rate = config.arrivals.rate if isinstance(config.arrivals, Poisson) else 1.0
-    rate = float(check_positive("initial_rate", initial_rate))
+    rate = check_positive("initial_rate", initial_rate, scalar=True)
 
     def ok(x):
         return simulate(_at_rate(config, x), seed).slo_attainment(ttft_slo=ttft_slo, tpot_slo=tpot_slo) >= a

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._validation import as_array, check_integer
 from ..slo import meets_slo, request_goodput
 
 __all__ = ["RequestRecord", "Records", "Summary", "Metrics", "SimulationResult", "weighted_percentile"]
@@ -128,12 +129,22 @@ def weighted_percentile(values, weights, q):
     """Percentiles of ``values`` repeated ``weights`` times, without building the repeated array.
 
     Equals ``np.percentile(np.repeat(values, weights), q)`` (linear interpolation).
+    ``values`` and ``weights`` are 1-D with one whole count >= 0 per value; ``q``
+    is in [0, 100]. With no data (every weight 0) the percentiles are NaN, as
+    for a run without a single inter-token gap.
 
     >>> weighted_percentile([1.0, 5.0], [3, 1], [50, 100]).tolist()
     [1.0, 5.0]
     """
-    v = np.asarray(values, dtype=float)
-    w = np.asarray(weights, dtype=np.int64)
+    v = np.atleast_1d(as_array("values", values))
+    w = np.atleast_1d(check_integer("weights", weights, minimum=0))
+    if v.ndim != 1 or w.shape != v.shape:
+        raise ValueError(f"values and weights must be 1-D with one count per value, got shapes "
+                         f"{v.shape} and {w.shape}")
+    qa = as_array("q", q)
+    if qa.size and np.any((qa < 0) | (qa > 100)):
+        raise ValueError(f"q must be percentiles in [0, 100], got {float(qa[(qa < 0) | (qa > 100)].flat[0]):g}")
+    w = w.astype(np.int64)
     keep = w > 0
     v, w = v[keep], w[keep]
     if v.size == 0:
@@ -142,7 +153,7 @@ def weighted_percentile(values, weights, q):
     v, w = v[order], w[order]
     cum = np.cumsum(w)
     n = int(cum[-1])
-    h = (n - 1) * np.asarray(q, dtype=float) / 100.0
+    h = (n - 1) * qa / 100.0
     lo = np.floor(h).astype(np.int64)
     hi = np.minimum(lo + 1, n - 1)
     x_lo = v[np.searchsorted(cum, lo, side="right")]
