@@ -71,7 +71,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ._validation import (check_choice, check_fraction, check_integer, check_nonnegative,
+from ._validation import (check_choice, check_fraction, check_instance, check_integer, check_nonnegative,
                           check_positive, int_or_array, scalar_or_array)
 from .datatypes import check_dtype
 from .deployment import (DEFAULT_GPU_MEMORY_UTILIZATION, DEPLOYMENT_OPTIONS, OVERLAP_MODELS, Deployment,
@@ -436,7 +436,7 @@ def replica_capacity(dep: Deployment, prompt_lens, output_lens, *, ttft_slo, tpo
         decode batch there, 0 if none), ``binding`` (which of ``BINDINGS`` sets
         it), ``tpot_limit``, ``ttft_limit``, ``memory_limit``, ``cap_limit``
         (the mean batch each allows alone), ``tpot``, ``ttft``, ``utilisation``,
-        ``step_time`` at that batch (NaN if none), ``output_throughput``
+        ``step_time`` at that batch (None if none), ``output_throughput``
         (rate x E[L_o], tok/s) and ``decode_context``.
 
     Notes
@@ -456,8 +456,8 @@ def replica_capacity(dep: Deployment, prompt_lens, output_lens, *, ttft_slo, tpo
     >>> r["batch_size"], r["binding"], round(r["rate"], 2)
     (24, 'ttft', 5.05)
     """
-    ttft_slo = float(check_positive("ttft_slo", ttft_slo))
-    tpot_slo = float(check_positive("tpot_slo", tpot_slo))
+    ttft_slo = check_positive("ttft_slo", ttft_slo, scalar=True)
+    tpot_slo = check_positive("tpot_slo", tpot_slo, scalar=True)
     lp, lo = _workload(prompt_lens, output_lens)
     context = int(round(decode_context(lp, lo)))
     wall = _memory_wall(dep, context)
@@ -466,7 +466,9 @@ def replica_capacity(dep: Deployment, prompt_lens, output_lens, *, ttft_slo, tpo
         _z(slot_quantile)
     n = max(min(cap, wall), 1)
     curves = replica_curves(dep, lp, lo, np.arange(1, n + 1), quantile=quantile)
-    return _result(curves, ttft_slo, tpot_slo, cap, wall, float(lo.mean()), slot_quantile)
+    out = _result(curves, ttft_slo, tpot_slo, cap, wall, float(lo.mean()), slot_quantile)
+    # no batch meets the targets (batch_size 0, rate 0): there is no operating point to describe
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in out.items()}
 
 
 
@@ -675,7 +677,11 @@ def _design_space(model, prompt_lens, output_lens, prices, tensor_parallel, dtyp
     price_table = _prices(prices)
     pairs = _dtype_pairs(dtypes)
     caps = sorted({int(c) for c in np.atleast_1d(check_integer("batch_caps", list(batch_caps), minimum=1))})
-    degrees = [int(n) for n in np.atleast_1d(check_integer("tensor_parallel", list(tensor_parallel), minimum=1))]
+    if tensor_parallel is None or isinstance(tensor_parallel, (str, bytes)):
+        raise TypeError(f"tensor_parallel must be a degree or a sequence of degrees (e.g. (1, 2, 4, 8)), "
+                        f"got {tensor_parallel!r}")
+    listed = list(tensor_parallel) if np.ndim(tensor_parallel) else [tensor_parallel]
+    degrees = [int(n) for n in np.atleast_1d(check_integer("tensor_parallel", listed, minimum=1))]
     valid = set(valid_tensor_parallel_degrees(model))
     degrees = [n for n in dict.fromkeys(degrees) if n in valid]
     lp, lo = _workload(prompt_lens, output_lens)
@@ -837,7 +843,7 @@ def plan_sweep(model, arrival_rate, prompt_lens, output_lens, *, ttft_slos, tpot
                          f"allowed: {', '.join(sorted(set(_SPACE_DEFAULTS) | _SPACE_OPTIONS))}")
     settings = {**_SPACE_DEFAULTS, **{k: v for k, v in space.items() if k in _SPACE_DEFAULTS}}
     settings["options"] = {k: v for k, v in space.items() if k in _SPACE_OPTIONS}
-    lam = float(check_positive("arrival_rate", arrival_rate))
+    lam = check_positive("arrival_rate", arrival_rate, scalar=True)
     u = float(check_fraction("utilisation_target", utilisation_target))
     ttfts = np.atleast_1d(check_positive("ttft_slos", ttft_slos)).ravel()
     tpots = np.atleast_1d(check_positive("tpot_slos", tpot_slos)).ravel()
@@ -861,6 +867,11 @@ def reprice(plans, arrival_rate, utilisation_target=None) -> list:
     >>> [(p.weight_dtype, p.replicas) for p in plans], [(p.weight_dtype, p.replicas) for p in reprice(plans, 80.0)]
     ([('fp8', 1), ('bf16', 1)], [('fp8', 2), ('bf16', 4)])
     """
+    if isinstance(plans, Plan) or np.ndim(plans) == 0 and not isinstance(plans, (list, tuple)):
+        raise TypeError(f"plans must be a list of Plan (from plan_candidates), got {plans!r}")
+    for plan in plans:
+        check_instance("plans", plan, Plan, "list of Plan (from plan_candidates)")
+    arrival_rate = check_positive("arrival_rate", arrival_rate, scalar=True)
     return _sort([p.with_traffic(arrival_rate, utilisation_target) for p in plans])
 
 

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import (check_fraction, check_integer, check_positive, check_scalar, scalar_or_array,
+from ._validation import (check_fraction, check_instance, check_integer, check_positive, check_scalar, scalar_or_array,
                           unknown_name)
 from .datatypes import bytes_per_element, check_dtype
 from .decode import decode_step_time, knee_batch_size
@@ -215,6 +215,7 @@ def with_scheme(dep: Deployment, scheme) -> Deployment:
     >>> with_scheme(Deployment.build("Llama-3.1-8B", "H100"), "W8A8-FP8").compute_dtype
     'fp8'
     """
+    check_instance("dep", dep, Deployment, "Deployment (Deployment.build(model, accelerator, ...))")
     s = get_scheme(scheme)
     if dep.accelerator is not None:
         _supports(dep.accelerator, s)
