@@ -48,7 +48,10 @@ def _describe(value) -> str:
 
 
 def as_array(name: str, value) -> np.ndarray:
-    """Convert ``value`` to a float array, rejecting text, None, NaN and infinities."""
+    """Convert ``value`` to a float array, rejecting text, None, NaN and infinities.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     if value is None or isinstance(value, (str, bytes)):
         raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}")
     try:
@@ -84,6 +87,8 @@ def _single(name, arr, scalar, kind=float):
 def check_positive(name: str, value, *, scalar: bool = False):
     """Return ``value`` as an array after checking every element is > 0.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     With ``scalar=True`` the value must be one number (not an array) and comes back as a float.
     """
     if scalar:
@@ -97,7 +102,10 @@ def check_positive(name: str, value, *, scalar: bool = False):
 
 
 def check_nonnegative(name: str, value, *, scalar: bool = False):
-    """Return ``value`` as an array after checking every element is >= 0 (``scalar=True``: one float)."""
+    """Return ``value`` as an array after checking every element is >= 0 (``scalar=True``: one float).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     if scalar:
         check_scalar(name, value)
     arr = as_array(name, value)
@@ -111,7 +119,10 @@ def check_nonnegative(name: str, value, *, scalar: bool = False):
 
 
 def check_fraction(name: str, value, *, scalar: bool = False):
-    """Check an efficiency or probability: 0 < value <= 1 (``scalar=True``: one float)."""
+    """Check an efficiency or probability: 0 < value <= 1 (``scalar=True``: one float).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     if scalar:
         check_scalar(name, value)
     arr = as_array(name, value)
@@ -123,6 +134,8 @@ def check_fraction(name: str, value, *, scalar: bool = False):
 
 def check_integer(name: str, value, minimum: int = 1, *, scalar: bool = False):
     """Check that every element is a whole number, ``minimum`` <= value <= 2**53.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Floats that are whole (``8.0``) are accepted; ``8.5`` is not. With
     ``scalar=True`` the value must be one number and comes back as an int.
@@ -149,7 +162,10 @@ def check_integer(name: str, value, minimum: int = 1, *, scalar: bool = False):
 
 
 def check_choice(name: str, value, allowed: Iterable[str]) -> str:
-    """Check that a string is one of ``allowed``; suggest close matches otherwise."""
+    """Check that a string is one of ``allowed``; suggest close matches otherwise.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     allowed = list(allowed)
     if not isinstance(value, str) or value not in allowed:
         raise unknown_name(name, value, allowed)
@@ -158,6 +174,8 @@ def check_choice(name: str, value, allowed: Iterable[str]) -> str:
 
 class UnknownNameError(KeyError, ValueError):
     """An unknown model, accelerator, data type or question name.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     It is both a ``KeyError`` (a failed look-up) and a ``ValueError`` (bad
     input), and prints its message without the quotes ``KeyError`` adds.
@@ -168,7 +186,10 @@ class UnknownNameError(KeyError, ValueError):
 
 
 def unknown_name(name: str, value, allowed: Iterable[str]) -> UnknownNameError:
-    """Build an error naming the parameter, the value and close matches."""
+    """Build an error naming the parameter, the value and close matches.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     allowed = sorted(allowed)
     close = difflib.get_close_matches(str(value), allowed, n=3, cutoff=0.5)
     if not close:  # case-insensitive fallback: 'a100' -> 'A100-SXM4-80GB'
@@ -199,6 +220,8 @@ def _result_array(result, dtype):
 def scalar_or_array(result):
     """A Python float when ``result`` is 0-dimensional, else a float array.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Decided from the result's shape, as numpy-financial does: a computation whose
     inputs all were scalars broadcasts to a 0-d result, and one with any array
     input to an array, so no list of inputs has to be kept by hand.
@@ -218,6 +241,8 @@ def scalar_or_array(result):
 
 def int_or_array(result):
     """A Python int when ``result`` is 0-dimensional, else an int64 array.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     >>> int_or_array(np.int64(3)), int_or_array([1.0, 2.0])
     (3, array([1, 2]))
@@ -374,7 +399,10 @@ def bisect_increasing(excess, lower, upper, iterations: int = 200):
 
 
 def freeze_number(value):
-    """A validated number as a float, an array as a read-only float array."""
+    """A validated number as a float, an array as a read-only float array.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     arr = np.asarray(value, dtype=float)
     if arr.ndim == 0:
         return float(arr)
@@ -384,7 +412,10 @@ def freeze_number(value):
 
 
 class ValueFields:
-    """Equality, hashing and repr for frozen dataclasses whose numeric fields may be arrays."""
+    """Equality, hashing and repr for frozen dataclasses whose numeric fields may be arrays.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
     def _key(self):
         out = []

@@ -96,21 +96,32 @@ _CONSTANTS = {"pi": sympy.pi, "E": sympy.E}
 
 
 class AnswerError(ValueError):
-    """An answer that cannot be read; the message is one sentence a student can act on."""
+    """An answer that cannot be read; the message is one sentence a student can act on.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
 
 class AnswerTimeout(AnswerError):
-    """Checking an answer took longer than its time limit."""
+    """Checking an answer took longer than its time limit.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
 
 class Formula(str):
-    """The text of a formula (as opposed to a quantity such as ``"12 ms"``), read back from a record."""
+    """The text of a formula (as opposed to a quantity such as ``"12 ms"``), read back from a record.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
     __slots__ = ()
 
 
 def short(text, limit: int = 40) -> str:
     """``text`` quoted for a message: at most ``limit`` characters, control characters removed.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Examples
     --------
@@ -295,6 +306,8 @@ def parse_formula(text: str, symbols: dict | None = None, *, max_length: int = M
                   max_nodes: int = MAX_NODES):
     """Read a formula typed as text into a sympy expression, accepting only a whitelist.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Parameters
     ----------
     text : str
@@ -376,6 +389,8 @@ _FUNCTION_BY_ID = {id(t): name for t, name in _FUNCTION_NAMES.items()}
 def formula_text(expression, symbols: dict | None = None, *, max_nodes: int = MAX_OBJECT_NODES) -> str:
     """The text, in :func:`parse_formula`'s grammar, of a sympy expression built only from allowed types.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     The tree is walked with exact ``type()`` checks: a subclass of a sympy type, a foreign object
     or any other sympy type is refused, and no method of the object is called (the numbers' values
     and the symbols' names are read from sympy's own slots). ``symbols``, when given, lists the names
@@ -455,6 +470,8 @@ def _type_name(kind) -> str:
 
 def read_object(answer, symbols: dict | None = None):
     """Turn an object passed to ``check()`` into ``...``, a ``str``, a ``float`` or a sympy expression.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Only exact types are accepted (``type(answer)``, which no object can fake): ``int``,
     ``float``, ``fractions.Fraction``, ``decimal.Decimal``, numpy real scalars and size-one arrays of
@@ -536,6 +553,8 @@ def read_object(answer, symbols: dict | None = None):
 def to_record(answer, symbols: dict | None = None) -> dict:
     """The plain-JSON record of an answer: what ``check()`` reports to the grader.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     ``{"kind": "ellipsis"}``, ``{"kind": "number", "value": "0.5"}``, ``{"kind": "text", "value":
     "12 ms"}``, ``{"kind": "formula", "value": "(2*P)"}`` or ``{"kind": "invalid", "why": sentence}``.
 
@@ -561,6 +580,8 @@ def to_record(answer, symbols: dict | None = None) -> dict:
 
 def from_record(record) -> object:
     """The answer a record stands for, read strictly (a record is untrusted input).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Returns ``...``, a ``float``, a ``str``, a :class:`Formula` (text to be read by
     :func:`parse_formula`) or raises :class:`AnswerError` (with the sentence of an ``invalid``
@@ -601,6 +622,8 @@ def from_record(record) -> object:
 def time_limit(seconds: float | None):
     """Raise :class:`AnswerTimeout` inside the block after ``seconds`` (a timer signal).
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Works in the main thread of a POSIX process; elsewhere (or with ``None``) the block runs
     without a limit. Pure-Python work such as sympy's simplification is interrupted; the parser's
     size limits keep the C-level work (big-integer arithmetic) small.
@@ -632,6 +655,8 @@ def time_limit(seconds: float | None):
 
 def call_with_time_limit(function, *args, timeout: float):
     """Run ``function(*args)`` in a forked child and return its JSON-able result, or raise.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     The child is killed (SIGKILL) when ``timeout`` seconds have passed, so no answer can hold up
     the caller, whatever it does. Raises :class:`AnswerTimeout` on timeout and :class:`RuntimeError`

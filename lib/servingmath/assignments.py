@@ -72,7 +72,10 @@ ANSWER_SECONDS = 20.0
 
 
 class TeacherError(Exception):
-    """A mistake in what the grader was given: reported as one message, with exit status 2."""
+    """A mistake in what the grader was given: reported as one message, with exit status 2.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
 
 # ---------------------------------------------------------------- names, keys, rosters
@@ -89,12 +92,18 @@ def clean_name(name: str) -> str:
 
 
 def key_check(key: bytes) -> str:
-    """A short public fingerprint of the course key, stored in the roster to catch a wrong key."""
+    """A short public fingerprint of the course key, stored in the roster to catch a wrong key.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     return hmac.new(key, b"servingmath roster check", hashlib.sha256).hexdigest()[:12]
 
 
 def read_key(key: str | None = None, key_file=None, create: bool = False) -> bytes:
-    """The course key: ``key`` as given, or the content of ``key_file`` (created when ``create``)."""
+    """The course key: ``key`` as given, or the content of ``key_file`` (created when ``create``).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     if key is not None and key_file is not None:
         raise TeacherError("give the course key once: --key or --key-file, not both")
     if key is not None:
@@ -129,6 +138,8 @@ def _decode(data: bytes) -> str:
 
 def read_roster(roster, template_name: str | None = None, key: bytes | None = None) -> list[str]:
     """The students of ``roster``, in order, checked the way a spreadsheet may have changed it.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Accepts a byte-order mark, ``,``/``;``/tab separators, spaces after them, blank lines, any
     letter case in the header, and columns left over from older rosters (``seed``). Refuses, with
@@ -189,7 +200,10 @@ def read_roster(roster, template_name: str | None = None, key: bytes | None = No
 
 # ---------------------------------------------------------------- notebooks
 def check_cells(nb) -> list[tuple[int, str, str]]:
-    """(cell index, question id, answer variable) of every ``check("id", variable)`` cell."""
+    """(cell index, question id, answer variable) of every ``check("id", variable)`` cell.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     found = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
@@ -236,6 +250,8 @@ def _question_cell(nb, index: int) -> int | None:
 def make_variant(template_path, key: bytes, student: str):
     """The exercise notebook ``template_path`` as ``student``'s graded hand-out.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Each question with variants shows the student's numbers (drawn from ``key``); a cell after the
     imports marks the notebook as a graded hand-out. The notebook holds neither seed nor key.
     """
@@ -280,7 +296,10 @@ def _split_names(students) -> list[str]:
 
 
 def make_assignment(template_path, students, key: bytes, out_dir) -> Path:
-    """Write one graded hand-out per student and ``roster.csv``; return the roster's path."""
+    """Write one graded hand-out per student and ``roster.csv``; return the roster's path.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     template_path = Path(template_path)
     _read_template(template_path)
     names = _split_names(students)
@@ -351,7 +370,10 @@ def _fence(text: str) -> str:
 # ---------------------------------------------------------------- grading
 @dataclass
 class Grade:
-    """The grade of one student."""
+    """The grade of one student.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
     student: str
     status: str = "ok"        # ok | timed out | failed to run | not a notebook | no submission | ...
@@ -727,6 +749,8 @@ def grade_folder(template_path, submissions_dir, out_dir, roster=None, key: byte
                  fresh: bool = False, progress=None, warn=None, hide=()) -> list[Grade]:
     """Grade every notebook in ``submissions_dir``; write scores.csv, summary.md and open_answers.md.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Parameters
     ----------
     template_path : path
@@ -887,6 +911,10 @@ def grade_folder(template_path, submissions_dir, out_dir, roster=None, key: byte
 
 # ---------------------------------------------------------------- command line
 def main(argv=None) -> int:
+    """The command line, ``python -m servingmath.assignments make|grade ...`` (TEACHING.md); the exit status.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     parser = argparse.ArgumentParser(prog="python -m servingmath.assignments", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)

@@ -120,7 +120,10 @@ TOOLS = ("vllm", "sglang", "aiperf", "genai-perf", "guidellm")
 
 
 class BenchmarkFileError(ValueError):
-    """A benchmark file that cannot be read: names the file, the tool guessed and what is missing."""
+    """A benchmark file that cannot be read: names the file, the tool guessed and what is missing.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+    """
 
 
 # ---- the common record --------------------------------------------------------------------------
@@ -135,6 +138,8 @@ def _frozen(values, name, dtype=float):
 @dataclass(frozen=True, eq=False)
 class LoadLevel:
     """One load level of one benchmark run (a request rate or a concurrency), in SI units.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Attributes
     ----------
@@ -519,6 +524,8 @@ _DEF_COLUMNS = ("quantity", "book", "vllm", "sglang", "aiperf / genai-perf", "gu
 def definitions_table(fmt: str = "markdown") -> str:
     """:data:`DEFINITIONS` as a table: ``fmt="markdown"`` (for a chapter) or ``"text"`` (one block a quantity).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     >>> print(definitions_table("text").splitlines()[0])
     TTFT
     """
@@ -648,6 +655,8 @@ def _detect(path: Path, objects) -> str:
 def detect_tool(path) -> str:
     """Which tool wrote a benchmark file, from its content: one of :data:`TOOLS`.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     A folder is read as an AIPerf artifacts folder (``profile_export.jsonl`` and/or
     ``profile_export_aiperf.json``). Raises :class:`BenchmarkFileError` for a file no importer reads.
 
@@ -669,6 +678,8 @@ def detect_tool(path) -> str:
 
 def read_benchmark(path, *, tool: str | None = None) -> list[LoadLevel]:
     """Read a benchmark result file (or an AIPerf artifacts folder) of any supported tool.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Parameters
     ----------
@@ -770,6 +781,8 @@ def _per_request(path, tool, obj, fields):
 def read_vllm(path) -> list[LoadLevel]:
     """Read a ``vllm bench serve --save-result`` file (one JSON object per run; ``--append-result`` appends).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Failed requests (a non-empty ``errors`` entry) are dropped from the per-request arrays and
     counted in :attr:`LoadLevel.n_failed`. Without ``--save-detailed`` the file keeps only the
     per-request ``latencies`` (recent versions), so E2E statistics, throughput and Little's law can
@@ -843,6 +856,8 @@ def read_vllm(path) -> list[LoadLevel]:
 # -- SGLang --
 def read_sglang(path) -> list[LoadLevel]:
     """Read SGLang ``bench_serving`` output (JSON lines, one run a line; ``--output-details`` adds lists).
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     The per-request lists have no latencies and no start times: E2E is rebuilt as
     TTFT + sum(ITL), which ends at the last token; SGLang's own E2E (and so its TPOT and
@@ -964,6 +979,8 @@ def read_aiperf(path) -> list[LoadLevel]:
     """Read NVIDIA AIPerf output: ``profile_export.jsonl`` (per request), ``profile_export_aiperf.json``
     (aggregated) or the artifacts folder holding both (one load level).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     From the records alone the load setting is unknown and the duration is computed as AIPerf does
     (last response - first request start, profiling phase only).
 
@@ -1055,6 +1072,8 @@ def read_aiperf(path) -> list[LoadLevel]:
 def read_genai_perf(path) -> list[LoadLevel]:
     """Read genai-perf's ``profile_export_genai_perf.json`` (aggregated statistics, one load level).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     It holds summaries only; genai-perf's per-request file (``profile_export.json``, perf_analyzer's
     raw response timestamps and SSE chunks) needs the model's tokenizer to count tokens and is
     refused with an explanation.
@@ -1135,6 +1154,8 @@ def _guidellm_summary(metrics: dict) -> dict:
 
 def read_guidellm(path) -> list[LoadLevel]:
     """Read a guidellm report (``benchmarks.json``): one load level per benchmark.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Per request: TTFT = first token iteration - request start and E2E = last token iteration -
     request start (the book's t_n - t_send; guidellm's ``request_latency`` ends when the response

@@ -117,6 +117,8 @@ _CEIL_NUDGE = 1e-12
 def cost_per_million_tokens(price_per_hour, tokens_per_second):
     """Dollars per million tokens: 1e6 x price per hour / (3600 x tokens per second).
 
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
+
     Parameters
     ----------
     price_per_hour : float or array
@@ -147,6 +149,8 @@ def cost_per_million_tokens(price_per_hour, tokens_per_second):
 
 def replicas_needed(arrival_rate, capacity_per_replica, utilisation_target=1.0):
     """Replicas that serve ``arrival_rate`` when each runs at most ``utilisation_target`` of its capacity.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
 
     Parameters
     ----------
@@ -205,6 +209,8 @@ def _workload(prompt_lens, output_lens):
 def workload_statistics(prompt_lens, output_lens, quantile=0.99) -> dict:
     """The numbers of a workload the capacity model uses.
 
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
+
     Parameters
     ----------
     prompt_lens, output_lens : int or array of int
@@ -257,6 +263,8 @@ def _z(quantile, name="slot_quantile"):
 def batch_quantile(mean_batch, quantile=0.99):
     """The ``quantile`` of the instantaneous decode batch around a mean of ``mean_batch``: B + z_q sqrt(B).
 
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
+
     Requests arrive as a Poisson stream and each holds a batch slot while it
     decodes, so the number decoding at a random moment is the number in
     service of an M/G/infinity queue: Poisson with mean B, whatever the
@@ -290,6 +298,8 @@ def batch_quantile(mean_batch, quantile=0.99):
 
 def max_mean_batch(slots, quantile=0.99):
     """The largest mean batch whose ``quantile`` fits in ``slots``: the root of B + z sqrt(B) = slots.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
 
     Parameters
     ----------
@@ -492,6 +502,8 @@ def _result(curves, ttft_slo, tpot_slo, cap, wall, mean_output, slot_quantile):
 @dataclass(frozen=True)
 class Plan:
     """One candidate deployment: a replica configuration, how many replicas, and what it costs.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
 
     Attributes
     ----------
@@ -750,6 +762,8 @@ def plan_candidates(model, arrival_rate, prompt_lens, output_lens, *, ttft_slo, 
                     include_infeasible=False, setting=None, **options) -> list:
     """Every configuration of a design space, sized for the traffic and priced, cheapest first.
 
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
+
     Parameters
     ----------
     model : str or ModelConfig
@@ -817,6 +831,8 @@ def plan_sweep(model, arrival_rate, prompt_lens, output_lens, *, ttft_slos, tpot
                utilisation_target=0.8, include_infeasible=False, **space) -> list:
     """:func:`plan_candidates` for several pairs of targets, computing each configuration's curves once.
 
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
+
     Parameters
     ----------
     ttft_slos, tpot_slos : sequence of float
@@ -857,6 +873,8 @@ def plan_sweep(model, arrival_rate, prompt_lens, output_lens, *, ttft_slos, tpot
 def reprice(plans, arrival_rate, utilisation_target=None) -> list:
     """The same configurations sized for another traffic (or headroom), re-sorted cheapest first.
 
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
+
     Capacities do not depend on the traffic, only the replica counts (and so
     the costs) do: no closed form is recomputed.
 
@@ -877,6 +895,8 @@ def reprice(plans, arrival_rate, utilisation_target=None) -> list:
 
 def cheapest_plan(model, arrival_rate, prompt_lens, output_lens, *, ttft_slo, tpot_slo, prices, **kwargs) -> Plan:
     """The cheapest feasible plan of :func:`plan_candidates` (same parameters).
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
 
     Raises
     ------
@@ -905,6 +925,8 @@ def cheapest_plan(model, arrival_rate, prompt_lens, output_lens, *, ttft_slo, tp
 
 def load_prices(path) -> dict:
     """Read a price table (CSV) into {accelerator name: dollars per GPU-hour}.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
 
     The file needs the columns ``accelerator``, ``gpus_per_node``,
     ``usd_per_gpu_hour`` and ``usd_per_node_hour``; each row must satisfy
@@ -943,6 +965,8 @@ def load_prices(path) -> dict:
 def simulate_plan(plan: Plan, prompt_lens, output_lens, *, arrival_rate=None, replicas=None, seed=0,
                   policy=None):
     """Simulate one replica of ``plan`` at its share of the traffic; return the SimulationResult.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
 
     With random routing, a Poisson stream of rate lambda split over R
     replicas gives each a Poisson stream of rate lambda / R (thinning), so one
@@ -986,6 +1010,8 @@ def _tails(result, quantile):
 
 def confirm_plan(plan: Plan, prompt_lens, output_lens, *, ttft_slo, tpot_slo, seed=0, max_extra_replicas=8):
     """Add replicas until the simulated ``plan.quantile`` TTFT and TPOT of one replica meet the targets.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
 
     Parameters
     ----------

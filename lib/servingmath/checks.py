@@ -89,6 +89,8 @@ MAX_PARAGRAPH = 4000
 class CheckResult:
     """Outcome of checking one answer: ``status`` is one of ``"not attempted"``, ``"correct"``,
     ``"incorrect"``, ``"invalid"`` (not readable as an answer) or ``"recorded"`` (a graded
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
     hand-out: the form is right, the grader decides). ``slip`` names the known mistake matched."""
 
     question_id: str
@@ -328,6 +330,8 @@ _HANDOUT: dict = {}
 def use_seed(seed: int | None) -> None:
     """Select a public *practice* variant of every question (``None``: the book's own numbers).
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Practice variants are for self-study: their seeds are public, so anyone can compute their
     answers. Graded hand-outs never use a seed (see :func:`graded_handout`).
     """
@@ -337,12 +341,17 @@ def use_seed(seed: int | None) -> None:
 
 
 def active_seed() -> int | None:
-    """The seed set by :func:`use_seed`, or ``None``."""
+    """The seed set by :func:`use_seed`, or ``None``.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     return _ACTIVE_SEED[0]
 
 
 def graded_handout(student: str, assignment: str = "") -> None:
     """Mark this kernel as working on a graded hand-out (its first cells call this).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     From then on ``check()`` confirms only the form of each answer and records it; the grade
     comes from the teacher's grader, which alone holds the course key the variant is drawn from.
@@ -353,7 +362,10 @@ def graded_handout(student: str, assignment: str = "") -> None:
 
 
 def handout_mode() -> dict:
-    """``{"student": ..., "assignment": ...}`` in a graded hand-out, ``{}`` in self-study."""
+    """``{"student": ..., "assignment": ...}`` in a graded hand-out, ``{}`` in self-study.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     return dict(_HANDOUT)
 
 
@@ -395,6 +407,8 @@ def _negated(text: str, start: int, end: int, inside: bool = True) -> bool:
 def mentions(pattern: str, text: str, *, claim: bool = False) -> bool:
     """True when ``text`` states what ``pattern`` finds, in a clause that does not negate it.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     ``claim=True`` reads a wrong claim: only a negation before it in its clause cancels it ("it is not
     true that decode is compute-bound"), since the claim may hold its own ("latency does not change").
     """
@@ -432,6 +446,8 @@ def _question(question):
 
 def evaluate(question, answer, params: dict | None = None, seed: int | None = None) -> CheckResult:
     """Check ``answer`` against ``question`` (a :class:`Question` or its id) without printing.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     The parameters are the question's defaults, or practice variant ``seed``'s (default: the
     seed set by :func:`use_seed`), updated with ``params`` (how the grader passes a student's
@@ -527,6 +543,8 @@ def _show(shown) -> None:
 def check(question_id: str, answer, params: dict | None = None) -> None:
     """Show whether ``answer`` is right; used in the check cell after each answer cell.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     In a graded hand-out (:func:`graded_handout`) it only confirms the answer's form. In Jupyter
     the result is coloured (✓ correct, ✗ not yet); elsewhere it is one line of text. Raises
     ``AssertionError`` for anything but a correct answer when ``SERVINGMATH_STRICT_CHECKS=1``
@@ -548,6 +566,8 @@ def check(question_id: str, answer, params: dict | None = None) -> None:
 
 def score(questions=None) -> None:
     """Show the running score of this notebook's checks: "7 of 12 correct (...)".
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     ``questions`` is a chapter's module name (``"decode"``: its every question), a list of ids,
     or ``None`` for the questions checked so far. Each question counts with the result of its

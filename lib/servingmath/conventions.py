@@ -50,6 +50,8 @@ __all__ = ["Convention", "CONVENTIONS", "get_convention", "conventions_table"]
 class Convention:
     """One convention: where to switch it, the book's default, the alternative, and who uses which.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Attributes
     ----------
     name : str
@@ -246,6 +248,8 @@ CONVENTIONS = (
 def get_convention(name: str) -> Convention:
     """Look up a convention by name (close matches on a typo).
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     >>> get_convention("kv_sharding").option
     'deployment option kv_sharding'
     """
@@ -257,6 +261,8 @@ def get_convention(name: str) -> Convention:
 
 def conventions_table(width: int = 110) -> str:
     """The conventions as plain text, one block per convention, for a chapter to print.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     >>> print(conventions_table().splitlines()[0])
     gqa_weights: Fewer KV heads (GQA) as a what-if: are the K/V projection weights recomputed?

@@ -58,6 +58,8 @@ DTYPES = tuple(BYTES_PER_ELEMENT)
 def check_dtype(dtype: str, name: str = "dtype") -> str:
     """Return ``dtype`` if known, else raise naming the parameter and the choices.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Examples
     --------
     >>> check_dtype("fp8", "kv_dtype")
@@ -68,6 +70,8 @@ def check_dtype(dtype: str, name: str = "dtype") -> str:
 
 def bytes_per_element(dtype: str) -> float:
     """Bytes one element of ``dtype`` occupies (``bf16`` -> 2.0).
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     Examples
     --------

@@ -150,6 +150,8 @@ def decode_throughput(dep: Deployment, batch_size, context_len):
 def decode_coefficients(dep: Deployment, context_len=0) -> dict:
     """A decode step as affine functions of the batch B, in seconds (dense models exactly).
 
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
+
     Returns ``weight_memory`` (at B = 0, with the LM head), ``gather`` (weight
     memory per sequence: its embedding row), ``linear``, ``kv``, ``attention``
     (seconds per sequence), ``communication`` (at B = 0) and

@@ -314,6 +314,8 @@ DEPLOYMENT_OPTIONS = frozenset(_FIELDS | set(ALLREDUCE_OPTIONS))
 def auto_compute_dtype(weight_dtype: str, accelerator) -> str:
     """The matmul data type a server would use for weights stored in ``weight_dtype``.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     fp8 weights compute in fp8 where the accelerator has fp8 tensor cores
     (H100, H200, L40S, MI300X: "W8A8-FP8"); everything else is weight-only
     quantisation that dequantises to bf16 and computes in bf16 (int8/int4
@@ -351,6 +353,8 @@ def _split_options(options: dict) -> dict:
 def as_deployment(model, accelerator=None, **options) -> Deployment:
     """A :class:`Deployment` from either a deployment (plus changes) or a model and an accelerator.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     >>> d = as_deployment("Llama-3.1-8B", "H100", mbu=0.5)
     >>> as_deployment(d, mbu=0.7).mbu
     0.7
@@ -376,6 +380,8 @@ def _unexpected_keyword(function: str, name: str, allowed) -> TypeError:
 
 def deployment_function(func=None, **defaults):
     """Decorate ``func(deployment, *args, **kwargs)`` into the library's one calling convention.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     The decorated function takes ``(model, accelerator, *args, **kwargs)`` or
     ``(deployment, *args, **kwargs)``; keyword options named in

@@ -222,6 +222,8 @@ def _claim_in(mistake: Mistake, pattern: str):
 def localize(question: Question, lang: str = "zh") -> Question:
     """``question`` as asked in ``lang``: prompt, model answer, key points and hints translated.
 
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
+
     The answer machinery is unchanged: the same parameters, numbers, mistakes (their slip
     labels kept) and checks. A conceptual question's key points and wrong claims are looked for
     in both languages, so an answer in either is read. A question without a translation is
@@ -295,7 +297,10 @@ def fill(text: str, width: int = WIDTH, initial_indent: str = "", subsequent_ind
 
 # ---------------------------------------------------------------- choosing questions
 def question_chapters(question: Question) -> tuple[str, ...]:
-    """The chapter names a question answers to: its module (id prefix) and its ``chapter`` field."""
+    """The chapter names a question answers to: its module (id prefix) and its ``chapter`` field.
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
+    """
     module = question.id.split(".", 1)[0]
     return tuple(dict.fromkeys(c for c in (module, question.chapter) if c))
 
@@ -307,7 +312,10 @@ def _bank() -> dict:
 
 
 def chapter_counts(questions=None) -> dict[str, Counter]:
-    """Chapter name -> counts of its questions by kind and difficulty (``"total"`` too)."""
+    """Chapter name -> counts of its questions by kind and difficulty (``"total"`` too).
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
+    """
     if questions is None:
         questions = _bank()
     questions = list(questions.values()) if isinstance(questions, dict) else list(questions)
@@ -357,6 +365,8 @@ def _check_names(what: str, given: list[str], allowed) -> None:
 def select_questions(questions=None, chapters=None, difficulties=None, kinds=None, n: int = 5,
                      seed: int | None = None) -> list[Question]:
     """Draw ``n`` questions (fewer if fewer match) at random, repeatably for a given ``seed``.
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
 
     Parameters
     ----------
@@ -410,6 +420,8 @@ def _unit_phrase(question: Question, lang: str = "en") -> str:
 
 def read_numeric(question: Question, text: str, lang: str = "en"):
     """Turn typed text into an answer for a numeric question, or explain what is wrong.
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
 
     Returns ``(answer, None)`` where ``answer`` is a number or a string with a
     unit that :func:`servingmath.checks.evaluate` reads, or ``(None, message)``.
@@ -483,6 +495,8 @@ def _tolerance(question: Question, lang: str = "en") -> str:
 
 def expected_text(question: Question, params: dict | None = None, lang: str = "en") -> str:
     """The expected answer as the drill shows it: a number with its unit and tolerance, a formula,
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
     an option, or (conceptual) the model answer (in ``lang``)."""
     question = localize(question, lang)
     params = question.draw(None) if params is None else params
@@ -501,6 +515,8 @@ def expected_text(question: Question, params: dict | None = None, lang: str = "e
 def worked_answer(question: Question, params: dict | None = None, width: int = WIDTH,
                   lang: str = "en") -> str:
     """The question and its full answer as plain text (what the rehearsal chapter prints), in ``lang``.
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
 
     Conceptual questions list the key points a strong answer names before the model answer.
     """
@@ -526,6 +542,8 @@ def worked_answer(question: Question, params: dict | None = None, width: int = W
 class Record:
     """One question of a drill: ``status`` is ``correct``, ``not yet``, ``late``, ``skipped``,
     ``not answered`` (shown, then the drill stopped) or ``not reached``; ``seconds`` is the
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
     time to the final answer (None if none)."""
 
     question_id: str
@@ -535,7 +553,10 @@ class Record:
 
 @dataclass
 class DrillResult:
-    """What a drill recorded. ``stopped`` is ``""``, ``"quit"``, ``"end of input"`` or ``"interrupted"``."""
+    """What a drill recorded. ``stopped`` is ``""``, ``"quit"``, ``"end of input"`` or ``"interrupted"``.
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
+    """
 
     records: list = field(default_factory=list)
     stopped: str = ""
@@ -716,6 +737,8 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
               variant_seed: int | None = None, lang: str = "en") -> DrillResult:
     """Ask ``questions`` one by one on ``stdin``/``stdout``, give feedback, print the score.
 
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
+
     Parameters
     ----------
     questions : list of Question
@@ -834,6 +857,8 @@ CHEAT_SETTING = "realistic"
 def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_model: str = "Llama-3.1-8B",
                 reference_accelerator: str = "H100-SXM5-80GB") -> str:
     """One page of formulas and numbers worth remembering, computed from the catalogs.
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
 
     Every number is computed when the function runs, from the accelerator and
     model catalogs and the library's formulas, so the sheet cannot drift from
@@ -966,7 +991,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None, stdin=None, stdout=None, clock=None) -> int:
-    """Run the drill from the command line; returns the exit status (130 after Ctrl-C)."""
+    """Run the drill from the command line; returns the exit status (130 after Ctrl-C).
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
+    """
     stdout = stdout or sys.stdout
     for stream in (stdin or sys.stdin, stdout):
         try:   # never die on a character the terminal cannot show or a byte that is not UTF-8

@@ -79,7 +79,10 @@ _LEGEND = ("TPOT = decode.decode_step_time(overlap=...)", "TTFT = prefill.prefil
 
 @dataclass
 class Estimate:
-    """The numbers of one estimate, per setting, and their table (``str(estimate)``)."""
+    """The numbers of one estimate, per setting, and their table (``str(estimate)``).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
     title: str
     notes: list
@@ -323,6 +326,8 @@ def _model(args):
 
 def main(argv=None, stdout=None, stderr=None) -> int:
     """Run the calculator; returns the exit status (0, or 2 for bad input with the fix printed).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     ``argv``: the command line's words (None: ``sys.argv``); ``stdout``, ``stderr``: text streams
     (None: the process's own).

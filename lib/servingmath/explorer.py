@@ -59,6 +59,8 @@ def frontier_data(model, accelerator, *, weight_dtype="bf16", kv_dtype="bf16", t
                   kv_dtypes=KV_DTYPES, tensor_parallel_options=TENSOR_PARALLEL, **kwargs) -> dict:
     """The design space of one model on one accelerator, its Pareto front and one selected configuration.
 
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
+
     Parameters
     ----------
     model, accelerator : str
@@ -112,6 +114,8 @@ def frontier_data(model, accelerator, *, weight_dtype="bf16", kv_dtype="bf16", t
 def select(data, weight_dtype, kv_dtype, tensor_parallel) -> dict:
     """``data`` with another configuration selected, without recomputing the space.
 
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
+
     >>> d = frontier_data("Llama-3.1-8B", "H100", context_len=2048)
     >>> e = select(d, "fp8", "fp8", 2)
     >>> e["selection"]["tensor_parallel"], bool(e["selected"].any()), e["front"] is d["front"]
@@ -129,6 +133,8 @@ def select(data, weight_dtype, kv_dtype, tensor_parallel) -> dict:
 
 def summary(data, tpot_slo=0.05) -> str:
     """What the explorer says: the space, the selected configuration, and the best of all under ``tpot_slo``.
+
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
 
     Four lines: the space (feasible configurations, how many on the front); the selected
     configuration (does it fit, how far, how many of its batch sizes are on the front); the
@@ -185,6 +191,8 @@ def _nice(value, up: bool) -> float:
 def fit_frame(space, margin=1.15, tpot_slo=None):
     """Log-axis limits that hold every point of ``space``: ((TPOT ms low, high), (tok/s per GPU low, high)).
 
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
+
     Each limit is a 1-2-5 number at least ``margin`` beyond the data, so the ticks land on
     the frame's edges; ``tpot_slo`` (seconds), if given, is kept inside the TPOT range too.
 
@@ -204,6 +212,8 @@ def fit_frame(space, margin=1.15, tpot_slo=None):
 
 def plot_frontier(ax, data, tpot_slo=None):
     """Draw the design space faded, its front highlighted and the selected configuration as a line.
+
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
 
     x: TPOT in ms (log scale); y: output tokens/s per GPU. Returns ``ax``.
     """
@@ -272,6 +282,8 @@ def _thin(index, n_max=CLOUD_POINTS):
 
 class FrontierExplorer:
     """Dropdowns for model, GPU, data types and TP, a context slider, and the front they redraw.
+
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
 
     Parameters
     ----------

@@ -70,6 +70,8 @@ _SAME_PEAK = {"fp16": "bf16"}
 class Accelerator:
     """One accelerator (GPU or TPU chip), in SI units.
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     Attributes
     ----------
     name : str
@@ -232,6 +234,8 @@ def _aliases() -> dict[str, str]:
 def list_accelerators() -> list[str]:
     """Names of every accelerator in the catalog, in catalog order.
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     Examples
     --------
     >>> "H100-SXM5-80GB" in list_accelerators()
@@ -243,6 +247,8 @@ def list_accelerators() -> list[str]:
 def accelerator_catalog() -> dict[str, Accelerator]:
     """A copy of the catalog: name -> :class:`Accelerator`.
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     Examples
     --------
     >>> accelerator_catalog()["H100-SXM5-80GB"].memory_bytes / 1e9
@@ -253,6 +259,8 @@ def accelerator_catalog() -> dict[str, Accelerator]:
 
 def get_accelerator(name) -> Accelerator:
     """Look up an accelerator by catalog name or alias (``"H100"``, ``"A100-80GB"``).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Exact names first, then the catalog's aliases (the spellings benchmarks and
     ``nvidia-smi`` print), then either of those case-insensitively.

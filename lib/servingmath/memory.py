@@ -121,6 +121,8 @@ def _floor(x):
 def kv_bytes_per_token_per_gpu(model, *, kv_dtype: str = "bf16", tensor_parallel=1, kv_sharding: str = "heads"):
     """KV-cache bytes one token adds on each GPU: 2 x L x K_gpu x d_h x b_kv.
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     With ``tensor_parallel=1`` this is :func:`servingmath.models.kv_bytes_per_token`.
     Summed over the N GPUs it is 2 L max(K, N) d_h b_kv: more than the
     single-GPU figure once KV heads are replicated (N > K), unless
@@ -143,6 +145,8 @@ def kv_bytes_per_token_per_gpu(model, *, kv_dtype: str = "bf16", tensor_parallel
 
 def kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16"):
     """KV-cache bytes of one sequence of ``context_len`` tokens: its whole cache, all KV heads.
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     For one GPU's share under tensor parallelism see :func:`kv_bytes_for_batch`.
 
@@ -186,6 +190,8 @@ def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16"
                        kv_sharding: str = "heads"):
     """KV-cache bytes of ``batch_size`` sequences of ``context_len`` tokens, **on each GPU**.
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     B x S x 2 x L x K_gpu x d_h x b_kv. With ``tensor_parallel=1`` it is the
     whole cache; for the total over a tensor-parallel group multiply by N.
 
@@ -208,6 +214,8 @@ def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16"
 
 def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1, expert_parallel=1):
     """Bytes of weights each GPU holds with tensor parallelism of degree N (and expert parallelism EP).
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     Parameters
     ----------
@@ -267,6 +275,8 @@ def usable_memory(accelerator, *, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTIL
                   reserve_bytes=DEFAULT_RESERVE_BYTES, memory_bytes=None):
     """Bytes a server may fill with weights and KV cache on one GPU: u x M - R (may be negative).
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     ``memory_bytes`` (M) defaults to the accelerator's catalog capacity.
 
     >>> usable_memory("H100") / 1e9
@@ -291,6 +301,8 @@ def _kv_budget(dep: Deployment):
 @deployment_function
 def memory_available_for_kv(dep: Deployment):
     """Bytes left for the KV cache on each GPU: max(0, u x M - R - W_gpu).
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     Parameters
     ----------
@@ -341,6 +353,8 @@ def memory_available_for_kv(dep: Deployment):
 def max_kv_tokens(dep: Deployment, *, block_size=1):
     """Tokens of KV cache that fit: floor(M_kv / (block x kv_gpu)) x block.
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     What vLLM logs as "GPU KV cache size: ... tokens" (it counts whole blocks
     of ``block_size`` tokens; the default 1 counts single tokens). The tokens
     are shared by all running sequences.
@@ -363,6 +377,8 @@ def max_kv_tokens(dep: Deployment, *, block_size=1):
 @deployment_function
 def max_batch_size(dep: Deployment, context_len, *, block_size=1):
     """The largest number of sequences of ``context_len`` tokens whose KV cache fits.
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     Parameters
     ----------
@@ -421,6 +437,8 @@ def max_batch_size(dep: Deployment, context_len, *, block_size=1):
 def fits(dep: Deployment, context_len, batch_size=1, *, block_size=1):
     """True where ``batch_size`` sequences of ``context_len`` tokens fit (weights included).
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     Keyword options are those of :func:`max_batch_size`.
 
     >>> fits("Llama-3.1-405B", "H100", 8192)
@@ -440,6 +458,8 @@ def _fmt_gb(x: float) -> str:
 @deployment_function
 def check_fits(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> int:
     """Raise a ``ValueError`` that names the numbers unless the batch fits; return B_max if it does.
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     Scalars only (a scalar deployment).
 
@@ -494,6 +514,8 @@ def check_fits(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> i
 @deployment_function
 def min_tensor_parallel(dep: Deployment, context_len, batch_size=1, *, block_size=1) -> int:
     """The smallest valid tensor-parallel degree with which ``batch_size`` sequences fit.
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     Keyword options are those of :func:`max_batch_size`; ``tensor_parallel`` is what it chooses.
 
@@ -724,6 +746,8 @@ def kv_tokens_freed_per_step(batch_size, prompt_len, output_len):
 def paged_kv_blocks(context_len, block_size=DEFAULT_BLOCK_SIZE):
     """KV blocks a sequence of ``context_len`` tokens occupies: ceil(S / block_size).
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     >>> paged_kv_blocks(1000)
     63
     >>> paged_kv_blocks([16, 17, 32])
@@ -738,6 +762,8 @@ def paged_kv_blocks(context_len, block_size=DEFAULT_BLOCK_SIZE):
 def paged_kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16",
                                 block_size=DEFAULT_BLOCK_SIZE):
     """Bytes a sequence holds in a paged cache: whole blocks, ceil(S / block) x block x kv_token.
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     At most block_size - 1 token slots per sequence are empty (its last block).
 
@@ -754,6 +780,8 @@ def paged_kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16",
 def sequences_that_fit(kv_budget_bytes, bytes_per_sequence) -> int:
     """How many sequences, admitted in order, fit in ``kv_budget_bytes``.
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     The count n of leading entries with sum(bytes_per_sequence[:n]) <= budget.
 
     >>> sequences_that_fit(10, [3, 3, 3, 3])
@@ -767,6 +795,8 @@ def sequences_that_fit(kv_budget_bytes, bytes_per_sequence) -> int:
 def compare_kv_allocation(model, context_lens, kv_budget_bytes, reserved_len, *,
                           kv_dtype: str = "bf16", block_size=DEFAULT_BLOCK_SIZE) -> dict:
     """Sequences that fit when each reserves ``reserved_len`` tokens, versus paged and exact allocation.
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     Parameters
     ----------

@@ -72,6 +72,8 @@ def _token_times(arrival_time, token_times) -> tuple[float, np.ndarray]:
 def time_to_first_token(arrival_time, token_times) -> float:
     """TTFT = t_1 - t_arrival, seconds.
 
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+
     Examples
     --------
     >>> time_to_first_token(0.0, [0.2, 0.25, 0.3])
@@ -83,6 +85,8 @@ def time_to_first_token(arrival_time, token_times) -> float:
 
 def end_to_end_latency(arrival_time, token_times) -> float:
     """E2E = t_n - t_arrival, seconds.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Examples
     --------
@@ -117,6 +121,8 @@ def time_per_output_token(arrival_time, token_times, *, decode_steps: str = "n-1
 def inter_token_latencies(token_times) -> np.ndarray:
     """ITL: the gaps between consecutive output tokens, seconds (n - 1 values).
 
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+
     Examples
     --------
     >>> inter_token_latencies([0.2, 0.25, 0.3]).round(3).tolist()
@@ -133,6 +139,8 @@ def inter_token_latencies(token_times) -> np.ndarray:
 
 def normalized_latency(arrival_time, token_times) -> float:
     """E2E / n: the "per-token latency" that counts the first token (not vLLM's TPOT).
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Examples
     --------
@@ -178,6 +186,8 @@ def e2e_from_ttft_tpot(ttft, tpot, output_tokens, *, decode_steps: str = "n-1"):
 def percentile(values, q) -> float:
     """The q-th percentile (q in (0, 100]) with numpy's linear interpolation, as vLLM reports P50/P99.
 
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+
     >>> percentile([1.0, 2.0, 3.0, 4.0], 50)
     2.5
     """
@@ -191,6 +201,8 @@ def percentile(values, q) -> float:
 
 def output_throughput(total_output_tokens, duration) -> float:
     """Output tokens per second over a run: tokens / duration.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Examples
     --------

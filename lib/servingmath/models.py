@@ -89,6 +89,8 @@ __all__ = [
 class ModelConfig:
     """Architecture of a decoder-only transformer.
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     Attributes
     ----------
     name : str
@@ -252,7 +254,10 @@ class ModelConfig:
 
 
 class MissingShapeError(ValueError):
-    """A function needs a shape (layers, width, heads, ...) that a model given by its totals does not state."""
+    """A function needs a shape (layers, width, heads, ...) that a model given by its totals does not state.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+    """
 
 
 #: The shapes a :class:`ModelTotals` may state, with what each is (for the error messages).
@@ -273,6 +278,8 @@ TOTALS_MAX_CONTEXT = 10**9
 @dataclass(frozen=True)
 class ModelTotals:
     """A model given by its totals, the way problems state them: parameters, KV bytes per token, chips.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Build one with :func:`model_from_totals`. Every function of the library
     that needs only totals (decode and prefill step times, the knee, the
@@ -608,6 +615,8 @@ def _check_shape_name(parameter, name):
 def has_shape(model, name: str) -> bool:
     """True when ``model`` states the shape ``name`` (a :class:`ModelConfig` states them all).
 
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+
     >>> has_shape("Llama-3.1-8B", "n_layers"), has_shape(model_from_totals(parameters=7e9), "n_layers")
     (True, False)
     """
@@ -620,6 +629,8 @@ def has_shape(model, name: str) -> bool:
 
 def require_shape(model, *names: str, needed_for: str):
     """The shapes ``names`` of ``model``, or a :class:`MissingShapeError` naming those missing and why.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     >>> require_shape("Llama-3.1-8B", "n_layers", "hidden_size", needed_for="the all-reduces")
     (32, 4096)
@@ -644,6 +655,8 @@ def require_shape(model, *names: str, needed_for: str):
 
 def as_totals(model, *, name=None) -> ModelTotals:
     """The totals of a catalog model, with every count it has: the same numbers through the totals path.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     ``decode_step_time(as_totals(m), ...)`` equals ``decode_step_time(m, ...)``
     (the test suite checks it), which is how the book shows that the step
@@ -854,6 +867,8 @@ def _mla_fields(config: dict) -> dict:
 def load_model_config(path, name: str | None = None) -> ModelConfig:
     """Read a Hugging Face style ``config.json`` from disk (no network).
 
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+
     Parameters
     ----------
     path : str or Path
@@ -900,6 +915,8 @@ def _catalog() -> dict[str, ModelConfig]:
 def list_models() -> list[str]:
     """Names of the catalog models.
 
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+
     Examples
     --------
     >>> "Llama-3.1-8B" in list_models()
@@ -910,6 +927,8 @@ def list_models() -> list[str]:
 
 def get_model(name) -> ModelConfig:
     """Look up a catalog model by name; a :class:`ModelConfig` or a path to a config.json passes through.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Raises
     ------
@@ -999,6 +1018,8 @@ def _split(model: ModelConfig) -> tuple[int, int]:
 def parameter_count(model) -> int:
     """Total parameters N (every expert counted).
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Examples
     --------
     >>> parameter_count("Llama-3.1-70B")
@@ -1018,6 +1039,8 @@ def parameter_count(model) -> int:
 def active_parameter_count(model) -> int:
     """Parameters used per token (MoE: the shared ones and the active experts); N for dense models.
 
+    Derived in the chapter "Mixture of experts and expert parallelism" (notebooks/16_mixture_of_experts.ipynb).
+
     Examples
     --------
     >>> active_parameter_count("Mixtral-8x7B")
@@ -1036,6 +1059,8 @@ def attention_parameter_count(model) -> int:
     """Parameters of the attention blocks of all layers (projections and their biases; MLA: the latent
     projections and norms too).
 
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+
     >>> attention_parameter_count("Llama-3.1-8B")
     1342177280
     >>> round(attention_parameter_count("DeepSeek-V3") / 1e9, 2)   # MLA: 187 M per layer
@@ -1053,6 +1078,8 @@ def attention_parameter_count(model) -> int:
 
 def weight_bytes(model, dtype: str = "bf16") -> float:
     """Bytes of all weights stored in ``dtype``: N x bytes per element.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Examples
     --------
@@ -1094,6 +1121,8 @@ def kv_bytes_per_token(model, dtype: str = "bf16") -> float:
 def check_context_len(model, context_len, name: str = "context_len"):
     """Check 0 <= context_len <= the model's maximum; return it as an array.
 
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+
     Examples
     --------
     >>> check_context_len("Llama-3.1-8B", [1024, 8192])
@@ -1126,6 +1155,8 @@ def input_embedding_parameter_count(model) -> int:
 
 def lm_head_parameter_count(model) -> int:
     """Weights of the LM head, V x D: multiplied at every position that emits logits (tied or not).
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     >>> lm_head_parameter_count("Llama-2-7B")
     131072000
@@ -1257,6 +1288,8 @@ def attention_flops_per_pair(model) -> float:
 
 def flops_per_token(model, context_len=0):
     """Forward-pass FLOPs for one token that attends to ``context_len`` earlier tokens.
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     2 x (active matmul parameters incl. LM head, excl. input embedding)
     + 4 x layers x (query heads x head size) x context.

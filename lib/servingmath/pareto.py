@@ -101,6 +101,8 @@ def _point(name, value):
 def dominates(a, b, sense=("min", "max")) -> bool:
     """True when point ``a`` = (x, y) dominates point ``b``: no worse on both, better on one.
 
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
+
     >>> dominates((0.020, 2000), (0.025, 1800))     # faster and more throughput
     True
     >>> dominates((0.020, 2000), (0.030, 2600))     # a trade, not a domination
@@ -118,6 +120,8 @@ def dominates(a, b, sense=("min", "max")) -> bool:
 
 def pareto_mask(x, y, sense=("min", "max"), significant_digits=None) -> np.ndarray:
     """Boolean mask of the non-dominated points among candidates (x[i], y[i]).
+
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
 
     Parameters
     ----------
@@ -177,6 +181,8 @@ def pareto_mask(x, y, sense=("min", "max"), significant_digits=None) -> np.ndarr
 def pareto_front(x, y, sense=("min", "max"), significant_digits=None) -> np.ndarray:
     """Indices of the front points, ordered by the first objective (best first).
 
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
+
     Parameters as in :func:`pareto_mask`.
 
     >>> pareto_front([3, 1, 2], [30, 10, 20])       # all three trade: order by TPOT
@@ -193,6 +199,8 @@ def pareto_front(x, y, sense=("min", "max"), significant_digits=None) -> np.ndar
 def compute_dtype_for(weight_dtype: str, accelerator) -> str:
     """The matmul data type a server would use for weights stored in ``weight_dtype``.
 
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
+
     :func:`servingmath.deployment.auto_compute_dtype` (``compute_dtype="auto"``):
     fp8 weights compute in fp8 where the accelerator has fp8 tensor cores
     (H100, H200, L40S, MI300X: "W8A8-FP8"); everything else is weight-only
@@ -208,6 +216,8 @@ def compute_dtype_for(weight_dtype: str, accelerator) -> str:
 @deployment_function
 def decode_curve(dep: Deployment, batch_sizes, context_len) -> dict:
     """The decode trade-off curve of one configuration as B sweeps: (TPOT(B), throughput(B)).
+
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
 
     Parameters
     ----------
@@ -239,6 +249,8 @@ def decode_curve(dep: Deployment, batch_sizes, context_len) -> dict:
 @deployment_function
 def prefill_curve(dep: Deployment, prompt_len, batch_sizes) -> dict:
     """The prefill trade-off as the number of prompts batched together sweeps.
+
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
 
     A batch of B prompts finishes its prefill together, so every prompt's first
     token waits for the whole batch: TTFT(B) = prefill_time(B) (no queueing).
@@ -277,6 +289,8 @@ def decode_design_space(models, accelerators, batch_sizes, context_len, *, tenso
                         gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
                         include_infeasible: bool = False, **options) -> dict:
     """Every decode configuration of a design space, with its TPOT and throughput per GPU.
+
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
 
     The space is the product models x accelerators x weight data types x KV
     data types x tensor-parallel degrees x batch sizes. Each point is scored

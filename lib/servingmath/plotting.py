@@ -19,7 +19,10 @@ COLORS = {"queue": "#d9d9d9", "prefill": "#f28e2b", "decode": "#4e79a7", "token"
 
 @dataclass
 class RequestTrace:
-    """What happened to one request, for a timeline: times in seconds."""
+    """What happened to one request, for a timeline: times in seconds.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
+    """
 
     name: str
     arrival: float
@@ -29,6 +32,8 @@ class RequestTrace:
 
 def request_timeline(ax, traces, time_unit: float = 1e-3, unit_label: str = "ms"):
     """Draw a Gantt chart: one row per request, queue -> prefill -> decode with a tick per token.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Parameters
     ----------
@@ -76,6 +81,8 @@ def _plain_number(value, _position=None) -> str:
 class PlainLogLocator(LogLocator):
     """Major ticks of a log axis at 1, 2 and 5 per decade over short spans, at decades over long ones.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     ``max_decades_for_125`` is the widest span (in decades) still ticked at 1-2-5.
     """
 
@@ -92,6 +99,8 @@ class PlainLogLocator(LogLocator):
 
 def log_axis(ax, which: str = "x", max_decades_for_125: float = 3.0):
     """Put one axis of ``ax`` on a log scale with plain tick labels and no minor ticks.
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     Labels read 1, 2, 5, 10, 20, 50, ... over spans of up to ``max_decades_for_125``
     decades and 1, 10, 100, ... over wider ones, instead of matplotlib's default powers of
@@ -120,6 +129,8 @@ def log_axis(ax, which: str = "x", max_decades_for_125: float = 3.0):
 
 def book_style(legend_fontsize: float = LEGEND_FONTSIZE, retina: bool = True) -> None:
     """The book's figure style: retina figures and legends at ``legend_fontsize`` points.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Every chapter calls it once in its import cell (``tools/figure_style.py`` writes that line),
     so one place decides how the book's figures look. Importing this module changes nothing.

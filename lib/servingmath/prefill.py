@@ -85,6 +85,8 @@ _FLOP_PARTS = ("total", "linear", "attention")
 def prefill_iteration(model, prompt_len, *, batch_size=1, cached_len=0, all_logits=False) -> Iteration:
     """The :class:`~servingmath.step.Iteration` of a prefill: B prompts of L_p new tokens after L_c cached.
 
+    Derived in the chapter "Prefill: TTFT" (notebooks/05_prefill.ipynb).
+
     Logits at the last position of each prompt (``all_logits=True``: at every position).
 
     >>> it = prefill_iteration("Llama-2-7B", 2048)
@@ -173,6 +175,8 @@ def ttft(dep: Deployment, prompt_len, *, queueing_delay=0.0, batch_size=1, cache
 
 def prefill_flops(model, prompt_len, *, batch_size=1, cached_len=0, all_logits=False, part="total"):
     """FLOPs of a prefill (all GPUs together): weight matmuls + causal attention.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Parameters
     ----------

@@ -94,6 +94,8 @@ __all__ = [
 class Scheme:
     """Storage and math data types of one quantization scheme.
 
+    Derived in the chapter "Quantization: fewer bytes, more tokens" (notebooks/11_quantization.ipynb).
+
     Attributes
     ----------
     name : str
@@ -158,6 +160,8 @@ for _name, (_w, _c) in _BASE.items():
 def get_scheme(scheme) -> Scheme:
     """A :class:`Scheme` from its name (``"W4A16"``, ``"W8A8-FP8+KV8"``); a Scheme passes through.
 
+    Derived in the chapter "Quantization: fewer bytes, more tokens" (notebooks/11_quantization.ipynb).
+
     Raises
     ------
     KeyError
@@ -177,6 +181,8 @@ def get_scheme(scheme) -> Scheme:
 
 def default_schemes(accelerator) -> list[str]:
     """The schemes the chapter compares, with the 8-bit (and 4-bit) math the accelerator has.
+
+    Derived in the chapter "Quantization: fewer bytes, more tokens" (notebooks/11_quantization.ipynb).
 
     W16A16, W8A16, W4A16, W8A8 (FP8 where the accelerator has an fp8 peak,
     else INT8), and W16A16, W4A16, W8A8 with an fp8 KV cache: seven schemes;
@@ -210,6 +216,8 @@ def _supports(acc, scheme: Scheme) -> None:
 
 def with_scheme(dep: Deployment, scheme) -> Deployment:
     """The deployment with a scheme's three data types (checked against the accelerator).
+
+    Derived in the chapter "Quantization: fewer bytes, more tokens" (notebooks/11_quantization.ipynb).
 
     >>> from servingmath.deployment import Deployment
     >>> with_scheme(Deployment.build("Llama-3.1-8B", "H100"), "W8A8-FP8").compute_dtype
@@ -525,6 +533,8 @@ def compare_schemes(dep: Deployment, context_len, *, tpot_slo, schemes=None) -> 
 def checkpoint_weight_bytes(model, *, weight_dtype="int4", group_size=128, scale_dtype="bf16",
                             unquantized_dtype="bf16"):
     """Bytes of a real quantized checkpoint: body weights quantized in groups, embeddings kept.
+
+    Derived in the chapter "Quantization: fewer bytes, more tokens" (notebooks/11_quantization.ipynb).
 
     Common weight-only checkpoints (GPTQ, AWQ, llm-compressor's W4A16/W8A16)
     quantize only the linear layers of the transformer blocks; the input

@@ -25,6 +25,8 @@ __all__ = ["Question", "Mistake", "Template", "student_id", "template_fields"]
 class Mistake:
     """A known wrong answer and the hint it earns.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     ``answer`` maps the question's parameters to the wrong value, in SI units
     (or a sympy expression for symbolic questions, a string for choices, or a regular
     expression of a wrong claim for conceptual questions). ``name`` is a short label for the
@@ -45,13 +47,18 @@ class Mistake:
 
 
 def template_fields(text: str) -> set[str]:
-    """The names of the ``{fields}`` of a format string (``"{a:.1f} and {b}"`` -> ``{"a", "b"}``)."""
+    """The names of the ``{fields}`` of a format string (``"{a:.1f} and {b}"`` -> ``{"a", "b"}``).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     return {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(text) if name}
 
 
 @dataclass(frozen=True)
 class Template:
     """A model answer written once per language with its numbers as fields: ``text.format(**values)``.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     ``facts`` maps the question's parameters to the numbers the answer quotes (computed by the
     library), so every language's answer quotes the same numbers from one computation
@@ -79,7 +86,10 @@ class Template:
 
 
 def student_id(name: str) -> str:
-    """The form of a student's name that variants are derived from: NFC, trimmed, case-folded."""
+    """The form of a student's name that variants are derived from: NFC, trimmed, case-folded.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"student must be a non-empty name, got {name!r}")
     return unicodedata.normalize("NFC", name).strip().casefold()
@@ -88,6 +98,8 @@ def student_id(name: str) -> str:
 @dataclass(frozen=True)
 class Question:
     """One checked exercise question.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Parameters
     ----------

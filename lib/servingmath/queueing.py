@@ -136,6 +136,8 @@ def _unstable_to_inf(value, rho):
 def utilisation(arrival_rate, service_time):
     """Fraction of time one server is busy: rho = lambda x s.
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Parameters
     ----------
     arrival_rate : float or array
@@ -160,6 +162,8 @@ def utilisation(arrival_rate, service_time):
 def littles_law(arrival_rate, mean_time_in_system):
     """Mean number of requests in a system: L = lambda x W (Little's law).
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Holds for any stable system in steady state, whatever the arrival and
     service distributions or the scheduling policy: e.g. the mean number of
     requests in a serving engine is the request rate times the mean E2E latency.
@@ -176,6 +180,8 @@ def littles_law(arrival_rate, mean_time_in_system):
 
 def mm1_mean_wait(arrival_rate, service_time):
     """Mean wait in the queue (before service) of the M/M/1 queue: W_q = rho s / (1 - rho).
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     ``inf`` where rho >= 1.
 
@@ -198,6 +204,8 @@ def mm1_mean_wait(arrival_rate, service_time):
 def mm1_mean_sojourn(arrival_rate, service_time):
     """Mean time in the M/M/1 system (wait + service): W = s / (1 - rho) = 1 / (mu - lambda).
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     ``inf`` where rho >= 1.
 
     Examples
@@ -214,6 +222,8 @@ def mm1_mean_sojourn(arrival_rate, service_time):
 
 def mm1_sojourn_cdf(t, arrival_rate, service_time):
     """P(time in system <= t) for the M/M/1 queue (FCFS): 1 - exp(-(mu - lambda) t).
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     The sojourn time of M/M/1 FCFS is exponential with rate mu - lambda
     (Kleinrock 1975, eq. 3.28). Where rho >= 1 the probability is 0 for every t.
@@ -234,6 +244,8 @@ def mm1_sojourn_cdf(t, arrival_rate, service_time):
 
 def mm1_sojourn_quantile(q, arrival_rate, service_time):
     """Quantile of the M/M/1 (FCFS) time in system: -ln(1 - q) / (mu - lambda).
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     P50 = ln 2 / (mu - lambda), P99 = ln 100 / (mu - lambda) = 4.61 x the mean
     (the mean is 1 / (mu - lambda)). ``inf`` where rho >= 1.
@@ -262,6 +274,8 @@ def mm1_sojourn_quantile(q, arrival_rate, service_time):
 def mm1_wait_quantile(q, arrival_rate, service_time):
     """Quantile of the M/M/1 (FCFS) wait in the queue: max(0, ln(rho / (1 - q)) / (mu - lambda)).
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     A fraction 1 - rho of requests find the server idle and wait 0, so every
     quantile q <= 1 - rho is 0; above it P(W_q > t) = rho exp(-(mu - lambda) t).
     ``inf`` where rho >= 1.
@@ -285,6 +299,8 @@ def mm1_wait_quantile(q, arrival_rate, service_time):
 def md1_mean_wait(arrival_rate, service_time):
     """Mean wait in the queue of the M/D/1 queue: W_q = rho s / (2 (1 - rho)).
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Half the M/M/1 wait at the same utilisation. ``inf`` where rho >= 1.
 
     Examples
@@ -301,6 +317,8 @@ def md1_mean_wait(arrival_rate, service_time):
 
 def mg1_mean_wait(arrival_rate, service_time, service_time_std):
     """Mean wait in the queue of the M/G/1 queue (Pollaczek-Khinchine).
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     W_q = lambda E[S^2] / (2 (1 - rho)) with E[S^2] = s^2 + sigma^2.
     ``service_time_std = 0`` gives M/D/1 and ``= service_time`` gives M/M/1.
@@ -331,6 +349,8 @@ def mg1_mean_wait(arrival_rate, service_time, service_time_std):
 def md1_max_arrival_rate(service_time, mean_sojourn):
     """Largest arrival rate at which the M/D/1 mean time in system stays <= ``mean_sojourn``.
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Solves s + rho s / (2 (1 - rho)) = T for rho: with k = T / s - 1,
     rho = 2k / (1 + 2k) and lambda = rho / s. Returns 0.0 where T <= s (even an
     idle server cannot meet the target).
@@ -349,6 +369,8 @@ def md1_max_arrival_rate(service_time, mean_sojourn):
 
 def mm1_max_arrival_rate(service_time, sojourn, quantile=None):
     """Largest arrival rate at which the M/M/1 time in system meets a target.
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     With ``quantile=None`` the *mean* must stay <= ``sojourn``:
     lambda = 1/s - 1/T. With a quantile q the q-quantile must:
@@ -371,6 +393,8 @@ def mm1_max_arrival_rate(service_time, sojourn, quantile=None):
 
 def prefill_mean_ttft(arrival_rate, model, accelerator, prompt_len, **prefill_kwargs):
     """Mean TTFT of a prefill server modelled as an M/D/1 queue (as DistServe does).
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     Requests of ``prompt_len`` tokens arrive as a Poisson stream and are
     prefilled one at a time, each in the deterministic time
@@ -408,6 +432,8 @@ def prefill_mean_ttft(arrival_rate, model, accelerator, prompt_len, **prefill_kw
 
 def prefill_max_arrival_rate(ttft_slo, model, accelerator, prompt_len, **prefill_kwargs):
     """The request rate at which the M/D/1 mean TTFT of a prefill server reaches ``ttft_slo``.
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     Beyond it the mean-TTFT SLO breaks. Inverts :func:`prefill_mean_ttft`
     (:func:`md1_max_arrival_rate` with D = ``prefill_time``). Returns 0.0 where
@@ -867,6 +893,8 @@ def mmc_wait_quantile(q, servers, arrival_rate, service_time):
 
 class PoolingComparison(NamedTuple):
     """One queue over c servers (M/M/c) against c separate queues fed at random (c x M/M/1).
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     Every field is in seconds or a probability, a float or an array.
     """

@@ -82,6 +82,8 @@ SHARDED_DIMENSIONS = ("contracting", "output")
 def arithmetic_intensity(flops, bytes_moved):
     """FLOPs per byte moved: I = flops / bytes.
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     Parameters
     ----------
     flops : float or array
@@ -113,6 +115,8 @@ def arithmetic_intensity(flops, bytes_moved):
 
 def ridge_point(accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
     """Intensity at which an operation turns compute-bound: (F x MFU) / (W x MBU), FLOP/byte.
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     Parameters
     ----------
@@ -153,6 +157,8 @@ def ridge_point(accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
 def attainable_flops(intensity, accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
     """The roofline: min(F x MFU, I x W x MBU) in FLOP/s.
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     Examples
     --------
     >>> attainable_flops(1.0, "H100-SXM5-80GB") / 1e12   # one FLOP per byte: bandwidth-bound
@@ -170,6 +176,8 @@ def attainable_flops(intensity, accelerator, dtype: str = "bf16", *, mfu=1.0, mb
 def compute_time(flops, accelerator, dtype: str = "bf16", *, mfu=1.0):
     """Seconds to perform ``flops`` at F x MFU: flops / (F x MFU).
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     >>> compute_time(989.4e12, "H100-SXM5-80GB", mfu=0.5)
     2.0
     """
@@ -182,6 +190,8 @@ def compute_time(flops, accelerator, dtype: str = "bf16", *, mfu=1.0):
 def memory_time(bytes_moved, accelerator, *, mbu=1.0):
     """Seconds to move ``bytes_moved`` at W x MBU: bytes / (W x MBU).
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     >>> memory_time(3.35e12, "H100-SXM5-80GB", mbu=0.5)
     2.0
     """
@@ -193,6 +203,8 @@ def memory_time(bytes_moved, accelerator, *, mbu=1.0):
 
 def time_lower_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
     """Perfect overlap: max(compute time, memory time), in seconds.
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     Parameters
     ----------
@@ -231,6 +243,8 @@ def time_lower_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", *, mf
 
 def time_upper_bound(flops, bytes_moved, accelerator, dtype: str = "bf16", *, mfu=1.0, mbu=1.0):
     """No overlap: compute time + memory time, in seconds.
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     Parameters are those of :func:`time_lower_bound`.
 
@@ -316,6 +330,8 @@ def matmul_flops(batch, d_in, d_out):
 def matmul_bytes(batch, d_in, d_out, *, weight_dtype: str = "bf16", activation_dtype: str = "bf16"):
     """Bytes a ``[B, D] x [D, F]`` matmul must move: D F b_w + B D b_a + B F b_a.
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     The compulsory traffic: read the weights once, read the input
     activations once, write the output activations once.
 
@@ -356,6 +372,8 @@ def matmul_bytes(batch, d_in, d_out, *, weight_dtype: str = "bf16", activation_d
 def matmul_intensity(batch, d_in, d_out, *, weight_dtype: str = "bf16", activation_dtype: str = "bf16"):
     """Arithmetic intensity of ``[B, D] x [D, F]``: 2 B D F / (D F b_w + B (D + F) b_a).
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     Parameters
     ----------
     batch, d_in, d_out, weight_dtype, activation_dtype
@@ -390,6 +408,8 @@ def matmul_intensity(batch, d_in, d_out, *, weight_dtype: str = "bf16", activati
 def critical_batch_size(accelerator, *, weight_dtype: str = "bf16", compute_dtype: str = "bf16",
                         activation_dtype=None, mfu=1.0, mbu=1.0, d_in=None, d_out=None):
     """Batch size at which a weight matmul turns compute-bound.
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     Parameters
     ----------
@@ -481,6 +501,8 @@ def decode_attention_intensity(model, context_len=None, *, kv_dtype: str = "bf16
                                activation_dtype: str = "bf16", kernel: str = "fused"):
     """Arithmetic intensity of attention in one decode step: 2 G / b_kv for long contexts.
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     One new token attends to ``context_len`` cached tokens. Per layer and
     per sequence it performs 4 H d_h S FLOPs (q k^T and p v, two FLOPs per
     multiply-add each) and must read the S keys and values of its K KV heads,
@@ -552,6 +574,8 @@ def decode_attention_intensity(model, context_len=None, *, kv_dtype: str = "bf16
 def prefill_attention_intensity(model, prompt_len, *, kv_dtype: str = "bf16",
                                 activation_dtype: str = "bf16", causal: bool = True, kernel: str = "fused"):
     """Arithmetic intensity of causal attention over a prompt: H (L_p + 1) / (K b_kv + H b_a).
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     A prompt of L_p tokens with a causal mask has L_p (L_p + 1) / 2
     query-key pairs, 4 H d_h FLOPs each (per layer). The compulsory traffic
@@ -685,6 +709,8 @@ def _link_bandwidth(accelerator, link_bandwidth):
 def link_time(link_bytes, accelerator=None, *, link_bandwidth=None, link_efficiency=1.0):
     """Seconds to send ``link_bytes`` over a chip's link to the others: bytes / (eta beta).
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     Parameters
     ----------
     link_bytes : float or array
@@ -710,6 +736,8 @@ def link_time(link_bytes, accelerator=None, *, link_bandwidth=None, link_efficie
 def link_ridge_point(accelerator, dtype: str = "bf16", *, link_bandwidth=None, mfu=1.0, link_efficiency=1.0):
     """FLOPs per byte sent over the link at which a sharded operation turns from link-bound to compute-bound.
 
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
+
     R_link = F MFU / (eta beta): an operation that does fewer FLOPs per byte it
     sends than this waits on the interconnect. It is the communication
     roofline's ridge, as :func:`ridge_point` is the HBM roofline's.
@@ -731,6 +759,8 @@ def sharded_matmul_times(accelerator, batch, d_in, d_out, *, n_shards, sharded: 
                          weight_dtype: str = "bf16", activation_dtype: str = "bf16", compute_dtype: str = "bf16",
                          link_bandwidth=None, ring_factor=True, mfu=1.0, mbu=1.0, link_efficiency=1.0) -> dict:
     """Compute, HBM and link time of ``[B, D] x [D, F]`` sharded over ``n_shards`` chips (seconds, per chip).
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     Parameters
     ----------

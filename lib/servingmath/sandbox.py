@@ -54,7 +54,10 @@ MAX_STDERR = 64 * 2**10
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one submission's run (every process of it)."""
+    """Resource limits of one submission's run (every process of it).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
     cell_seconds: int = 60
     wall_seconds: int = 600
@@ -71,7 +74,10 @@ class Limits:
 
 @dataclass
 class Isolation:
-    """The isolation level chosen, what it gives, and a warning when it is not the strongest."""
+    """The isolation level chosen, what it gives, and a warning when it is not the strongest.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
     level: str
     root: bool
@@ -87,7 +93,10 @@ class Isolation:
 
 @dataclass
 class RunOutcome:
-    """What came back from one run: the runner's records, how it ended."""
+    """What came back from one run: the runner's records, how it ended.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
 
     records: list
     status: dict | None
@@ -301,7 +310,10 @@ _RUNNING_LOCK = threading.Lock()
 
 
 def stop_all() -> None:
-    """Kill every sandbox run in progress (the grader was interrupted)."""
+    """Kill every sandbox run in progress (the grader was interrupted).
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     with _RUNNING_LOCK:
         running = list(_RUNNING)
     for proc in running:
@@ -425,6 +437,8 @@ def _prepare(level: str, root: bool, uid, hide, limits: Limits, probe: bool):
 def run_notebook(notebook_bytes: bytes, isolation: Isolation, limits: Limits, hide=(), probe=False) -> RunOutcome:
     """Run one notebook (its JSON text) at ``isolation``'s level; return what the runner reported.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Nothing the notebook does outlives this call: when it returns, every process it started has
     been killed and its scratch folder removed.
     """
@@ -464,6 +478,8 @@ _DETECTED: dict = {}
 
 def detect_isolation(preferred: str = "auto", hide=(), limits: Limits | None = None) -> Isolation:
     """The strongest level that works here (each tried with a short probe run), or ``preferred``.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     ``preferred`` is ``"auto"`` or one of :data:`LEVELS`; a level that does not work raises
     ``RuntimeError`` naming why. A level found to work is remembered for the rest of the process.

@@ -74,6 +74,8 @@ _METRICS = ("ttft", "tpot", "itl")
 class RateSweep:
     """One configuration simulated at several request rates (see :func:`rate_sweep`).
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Attributes
     ----------
     rates : ndarray
@@ -143,6 +145,8 @@ def _check_slos(slos):
 def rate_sweep(config: SimulationConfig, rates, n_gpus: int = 1, seed: int = 0, slos=()) -> RateSweep:
     """Simulate ``config`` with Poisson arrivals at each rate (per GPU) and summarise every run.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Parameters
     ----------
     config : SimulationConfig
@@ -207,6 +211,8 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 def seed_interval(values, axis=0):
     """Mean and half-width of its 95 % confidence interval over independent runs (one per seed).
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Parameters
     ----------
     values : array_like
@@ -242,6 +248,8 @@ def seed_interval(values, axis=0):
 
 def rate_sweeps(config: SimulationConfig, rates, seeds, n_gpus: int = 1, slos=(), workload=None) -> tuple:
     """:func:`rate_sweep` once per seed: each seed draws its own requests and its own arrivals.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     Parameters
     ----------
@@ -284,6 +292,8 @@ def rate_sweeps(config: SimulationConfig, rates, seeds, n_gpus: int = 1, slos=()
 def two_class_traffic(n_interactive: int, interactive_rate: float, batch_rate: float, seed: int = 0):
     """Interactive and batch requests as two Poisson streams over the same window.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Lengths come from :func:`~servingmath.workloads.chat_workload` (the same
     distribution for both classes). About ``n_interactive x batch_rate /
     interactive_rate`` batch requests arrive while the interactive ones do.
@@ -322,6 +332,8 @@ def two_class_traffic(n_interactive: int, interactive_rate: float, batch_rate: f
 def long_prompt_probe(server, policy, prompt_len: int, n_decoding: int, arrival: float = 0.5,
                       decode_output_len: int = 1000, seed: int = 0) -> dict:
     """One prompt of ``prompt_len`` tokens arrives while ``n_decoding`` sequences decode.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     The decoding sequences have 1-token prompts and ``decode_output_len``
     tokens to generate; they all arrive at time 0, and the long prompt (which
@@ -380,6 +392,8 @@ def _ids(result, ids):
 def latency_summary(result, ids=None) -> dict:
     """TTFT and TPOT percentiles of some requests, and their inter-token gaps pooled.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Parameters
     ----------
     result : SimulationResult
@@ -411,14 +425,20 @@ def latency_summary(result, ids=None) -> dict:
 
 
 def tokens_before(result, ids, time: float) -> int:
-    """Output tokens the requests ``ids`` had received by ``time`` (seconds), first tokens included."""
+    """Output tokens the requests ``ids`` had received by ``time`` (seconds), first tokens included.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
     t = float(check_nonnegative("time", time))
     idx = _ids(result, ids)
     return int(sum(int(np.searchsorted(result.token_times(int(i)), t, side="right")) for i in idx))
 
 
 def request_traces(result, ids, names=None) -> list:
-    """:class:`~servingmath.plotting.RequestTrace` rows (arrival, first admission, token times) of some requests."""
+    """:class:`~servingmath.plotting.RequestTrace` rows (arrival, first admission, token times) of some requests.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
     idx = _ids(result, ids)
     if names is None:
         names = [f"#{i} ({result.records.prompt_len[i]} in)" for i in idx]
@@ -433,6 +453,8 @@ def request_traces(result, ids, names=None) -> list:
 def plot_percentiles(ax, sweeps: dict, metric: str = "ttft", colors: dict | None = None,
                      percentiles=(50, 99), time_unit: float = 1e-3, unit_label: str = "ms", log: bool = True):
     """Percentile-versus-rate curves: one colour per sweep, P50 dashed, P99 solid.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     Parameters
     ----------
@@ -468,7 +490,10 @@ def plot_percentiles(ax, sweeps: dict, metric: str = "ttft", colors: dict | None
 
 
 def plot_cdf(ax, values, label=None, color=None, time_unit: float = 1e-3, marks=(50, 99), **kwargs):
-    """Empirical CDF of latencies (seconds, drawn in ``time_unit``), with dots at the given percentiles."""
+    """Empirical CDF of latencies (seconds, drawn in ``time_unit``), with dots at the given percentiles.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
     v = np.sort(check_nonnegative("values", values).ravel()) / time_unit
     if v.size == 0:
         raise ValueError("values must hold at least one latency")

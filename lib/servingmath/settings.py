@@ -73,6 +73,8 @@ SETTINGS = {"physical": PHYSICAL, "realistic": REALISTIC}
 def setting_options(name: str, accelerator=None) -> dict:
     """The keyword options of a named setting (for ``accelerator``, where a setting depends on it).
 
+    Derived in the chapter "The Pareto frontier" (notebooks/06_pareto_frontier.ipynb).
+
     Raises
     ------
     KeyError

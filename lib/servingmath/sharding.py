@@ -104,6 +104,8 @@ _MAX_DEGREE_WITHOUT_HEADS = 1024
 def valid_tensor_parallel_degrees(model, max_degree: int | None = None) -> list[int]:
     """Tensor-parallel degrees N that split ``model`` evenly, in increasing order.
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     N must divide the query heads H, and either divide the KV heads K
     (each GPU holds K / N of them) or be a multiple of K (each KV head is
     replicated on N / K GPUs). vLLM enforces the same rules.
@@ -127,6 +129,8 @@ def valid_tensor_parallel_degrees(model, max_degree: int | None = None) -> list[
 
 def check_tensor_parallel(model, tensor_parallel):
     """Check that ``tensor_parallel`` splits ``model``'s heads evenly; return it as an array.
+
+    Derived in the chapter "Tensor parallelism and the 8-GPU node" (notebooks/08_tensor_parallelism.ipynb).
 
     Raises
     ------
@@ -163,6 +167,8 @@ def check_tensor_parallel(model, tensor_parallel):
 def kv_heads_per_gpu(model, tensor_parallel=1):
     """KV heads each GPU holds: K / N, but never fewer than 1.
 
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
     With N > K a KV head cannot be cut in half (a head is the unit attention
     works on), so each GPU keeps one whole KV head and every head is
     replicated on N / K GPUs (:func:`kv_head_replicas`).
@@ -192,6 +198,8 @@ def kv_heads_per_gpu(model, tensor_parallel=1):
 
 def kv_head_replicas(model, tensor_parallel=1):
     """Copies of each KV head across the tensor-parallel group: max(1, N / K).
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
 
     >>> kv_head_replicas("Llama-3.1-405B", 16)
     2
@@ -441,6 +449,8 @@ def nccl_protocol_crossover(n_gpus, link_bandwidth, *, first="LL", second="LL128
                             ll_cap=NCCL_LL_BANDWIDTH_CAP, ring_factor=True):
     """The message size at which two NCCL protocols cost the same; above it the second is faster.
 
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
+
     Parameters
     ----------
     n_gpus : int or array, >= 2
@@ -485,6 +495,8 @@ def nccl_protocol_crossover(n_gpus, link_bandwidth, *, first="LL", second="LL128
 
 def check_expert_parallel(model, expert_parallel, tensor_parallel=1):
     """Check an expert-parallel degree EP against ``model`` and the attention's TP degree N; return EP.
+
+    Derived in the chapter "Tensor parallelism and the 8-GPU node" (notebooks/08_tensor_parallelism.ipynb).
 
     Expert parallelism deals the E routed experts of every MoE layer out to EP
     GPUs, E / EP whole experts each, and runs the rest of the model (attention,
@@ -591,6 +603,8 @@ def alltoall_time(message_bytes, n_gpus, link_bandwidth, *, latency=0.0, base_la
 def ring_allreduce_bytes(message_bytes, n_gpus, *, ring_factor=True):
     """Bytes each GPU sends (and receives) in a ring all-reduce: 2 (N - 1) / N x m.
 
+    Derived in the chapter "Tensor parallelism and the 8-GPU node" (notebooks/08_tensor_parallelism.ipynb).
+
     ``ring_factor=False``: 2 m (kipply's rounding, see :func:`allreduce_time`).
 
     >>> ring_allreduce_bytes(1e6, 8)
@@ -650,6 +664,8 @@ def allreduce_latency_bound_bytes(n_gpus, link_bandwidth, *, latency=0.0, base_l
 def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accelerator:
     """``n_chips`` accelerators treated as one: n times the memory, the bandwidth and the FLOP/s, no links.
 
+    Derived in the chapter "Tensor parallelism and the 8-GPU node" (notebooks/08_tensor_parallelism.ipynb).
+
     The references' convention for a slice ("a TPU v5e 4x4 slice", "8 x A100"):
     weights and KV cache spread perfectly over the chips and no communication
     is counted, so a step takes bytes / (n W) and FLOPs / (n F). Run the model
@@ -689,6 +705,8 @@ def pooled_slice(accelerator, n_chips: int, *, name: str | None = None) -> Accel
 @dataclass(frozen=True, eq=False)
 class AllReduce(ValueFields):
     """How a tensor-parallel all-reduce is costed: the alpha-beta model of a ring, or NCCL's protocols.
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     The expert-parallel all-to-alls (dispatch and combine) are costed with the
     same alpha, alpha_0, link efficiency and data type (:meth:`alltoall_time`;

@@ -102,6 +102,8 @@ _FLOOR_NUDGE = 1e-12
 def tpot_for_reading_speed(words_per_minute=READING_WPM, words_per_token=WORDS_PER_TOKEN):
     """The TPOT at which tokens arrive exactly as fast as a person reads, in seconds.
 
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
+
     TPOT = words per token x 60 / (words per minute).
 
     >>> round(tpot_for_reading_speed() * 1e3)     # ms: 238 wpm at 0.75 words/token
@@ -116,6 +118,8 @@ def tpot_for_reading_speed(words_per_minute=READING_WPM, words_per_token=WORDS_P
 
 def binding_limit(limits: dict, order=None) -> tuple:
     """The smallest of several limits on one quantity, and the name of the one that binds.
+
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
 
     Parameters
     ----------
@@ -151,6 +155,8 @@ def binding_limit(limits: dict, order=None) -> tuple:
 @deployment_function
 def step_time_pieces(dep: Deployment, context_len):
     """The decode step time of a dense model as a max of lines: T(B) = max_k (alpha_k + beta_k B).
+
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
 
     Parameters
     ----------
@@ -294,6 +300,8 @@ def _count_meeting(dep, context_len, tau, limit):
 def max_batch_for_tpot(dep: Deployment, context_len, *, tpot_slo, max_batch=None, method="auto"):
     """B_SLO: the largest whole batch whose decode step meets the TPOT target, T(B) <= tau.
 
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
+
     The library's one implementation of "the largest batch under a TPOT
     target" (:func:`servingmath.parallelism.tpot_slo_batch_size` and
     :func:`servingmath.quantization.max_batch_at_tpot_slo` call it).
@@ -350,6 +358,8 @@ def max_batch_for_tpot(dep: Deployment, context_len, *, tpot_slo, max_batch=None
 
 def wait_quantile(q, utilisation, mean_wait):
     """The q-quantile of the wait in queue, by the exponential-tail approximation (seconds).
+
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
 
     P(wait > w) ~ rho exp(-rho w / W) with rho the utilisation and W the mean
     wait: a wait is zero with probability 1 - rho (exact for M/G/1, by PASTA);
@@ -561,6 +571,8 @@ def max_batch_for_slos(dep: Deployment, prompt_len, output_len, *, tpot_slo=None
                        max_batch=None, context_len=None, ttft_statistic="p99") -> dict:
     """The largest batch that meets a TPOT and a TTFT target in :func:`steady_state`, and which limit binds.
 
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
+
     Parameters
     ----------
     model, accelerator : or one Deployment
@@ -625,6 +637,8 @@ def max_batch_for_slos(dep: Deployment, prompt_len, output_len, *, tpot_slo=None
 @deployment_function
 def request_latencies(dep: Deployment, rates, prompt_lens, output_lens, *, max_batch=None, seed=0) -> dict:
     """Per-request TTFT, TPOT and E2E latency of a workload at each request rate (analytic model).
+
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
 
     The mean-value model of :func:`replica_steady_state`, solved for the batch
     at a given rate (the simulator chapters replace it):
@@ -749,6 +763,8 @@ def _latencies(name, value, nan_ok=False):
 def meets_slo(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
     """Which requests meet every SLO given: value <= target for each (metric, target) pair.
 
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
+
     Parameters
     ----------
     ttft, tpot, e2el : array of float, seconds
@@ -782,6 +798,8 @@ def meets_slo(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2e
 def slo_attainment(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
     """The fraction of requests that meet every SLO given (0 to 1).
 
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
+
     >>> slo_attainment([0.2, 0.9, 0.3, 0.4], ttft_slo=0.5)
     0.75
     """
@@ -795,6 +813,8 @@ def slo_attainment(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None
 def request_throughput(n_requests, duration, n_gpus=1):
     """Completed requests per second (per GPU with ``n_gpus``): n / duration / n_gpus.
 
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
+
     >>> request_throughput(120, 60.0)
     2.0
     """
@@ -807,6 +827,8 @@ def request_throughput(n_requests, duration, n_gpus=1):
 def request_goodput(ttft=None, tpot=None, duration=None, ttft_slo=None, tpot_slo=None,
                     e2el=None, e2el_slo=None, n_gpus=1) -> float:
     """vLLM's request goodput: requests that meet every SLO, per second (per GPU with ``n_gpus``).
+
+    Derived in the chapter "Interview rehearsal" (notebooks/17_interview_rehearsal.ipynb).
 
     Parameters
     ----------
@@ -846,6 +868,8 @@ def token_goodput(output_lens, ttft=None, tpot=None, duration=None, ttft_slo=Non
                   e2el=None, e2el_slo=None, n_gpus=1) -> float:
     """Output tokens of the requests that meet every SLO, per second (per GPU with ``n_gpus``).
 
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
+
     >>> token_goodput([100, 300], [0.2, 0.9], duration=2.0, ttft_slo=0.5)
     50.0
     """
@@ -862,6 +886,8 @@ def token_goodput(output_lens, ttft=None, tpot=None, duration=None, ttft_slo=Non
 
 def distserve_goodput(rates, attainment, target=0.9, n_gpus=1, interpolate=True) -> float:
     """DistServe's goodput: the highest request rate at which >= ``target`` of requests meet the SLOs.
+
+    Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
 
     Parameters
     ----------

@@ -110,6 +110,8 @@ def _check_gamma(num_draft_tokens):
 def expected_tokens_per_step(acceptance_rate, num_draft_tokens):
     """Expected tokens one speculative step yields per sequence.
 
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
+
     Parameters
     ----------
     acceptance_rate : float or array in [0, 1]
@@ -156,6 +158,8 @@ def expected_tokens_per_step(acceptance_rate, num_draft_tokens):
 def acceptance_rate_from_tokens_per_step(tokens_per_step, num_draft_tokens):
     """The per-token acceptance rate alpha that yields a measured mean of tokens per step.
 
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
+
     Inverts :func:`expected_tokens_per_step` (increasing in alpha) by bisection.
 
     Parameters
@@ -199,6 +203,8 @@ def acceptance_rate_from_tokens_per_step(tokens_per_step, num_draft_tokens):
 
 def ideal_speedup(acceptance_rate, num_draft_tokens, cost_ratio):
     """Leviathan et al.'s speed-up when a verification costs one plain target step.
+
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
 
     E / (gamma c + 1), with c = ``cost_ratio`` = (draft step time) / (target
     step time). True at small batch, where the verification step is as
@@ -260,6 +266,8 @@ def verification_step_parts(dep: Deployment, batch_size, context_len, num_draft_
 @deployment_function
 def verification_step_time(dep: Deployment, batch_size, context_len, num_draft_tokens=4):
     """Seconds for one verification step (parts combined as in :func:`~servingmath.decode.decode_step_time`).
+
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
 
     Examples
     --------
@@ -357,6 +365,8 @@ def speculative_time_per_token(target: Deployment, draft: Deployment, batch_size
                                num_draft_tokens=4):
     """Expected seconds per output token of each sequence: the speculative TPOT.
 
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
+
     :func:`speculative_step_time` / :func:`expected_tokens_per_step`; deployment
     settings as in :func:`speculative_step_time`.
 
@@ -378,6 +388,8 @@ def _speedup_from_parts(plain, drafting, verify, e, g, overlap):
 def speculative_speedup(target: Deployment, draft: Deployment, batch_size, context_len, acceptance_rate,
                         num_draft_tokens=4):
     """Speed-up of decoding at batch B: plain TPOT over speculative time per token.
+
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
 
     Parameters
     ----------
@@ -441,6 +453,8 @@ def _setting_shape(dep: Deployment):
 def break_even_batch_size(target: Deployment, draft: Deployment, context_len, acceptance_rate,
                           num_draft_tokens=4, *, max_batch_size=4096):
     """The batch size beyond which speculative decoding slows decoding down.
+
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
 
     Parameters
     ----------
@@ -528,6 +542,8 @@ def optimal_num_draft_tokens(target: Deployment, draft: Deployment, batch_size, 
                              *, max_draft_tokens=16):
     """The draft length gamma in 1..``max_draft_tokens`` with the largest speed-up.
 
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
+
     Deployment settings as in :func:`speculative_speedup`. Scalars only (one
     batch, context and acceptance rate). Returns an int.
 
@@ -556,6 +572,8 @@ def optimal_num_draft_tokens(target: Deployment, draft: Deployment, batch_size, 
 @speculative_function
 def asymptotic_speedup(target: Deployment, draft: Deployment, context_len, acceptance_rate, num_draft_tokens=4):
     """The speed-up as the batch grows without bound: lim B -> inf of :func:`speculative_speedup`.
+
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
 
     Every step time grows as B times a per-sequence slope (the weight read
     is a fixed cost and drops out), so the limit is

@@ -130,6 +130,8 @@ def _window_prefix(n, w):
 class Iteration:
     """What is in one forward iteration: the four counts the work is affine in.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Attributes
     ----------
     tokens : float or array
@@ -225,6 +227,8 @@ class Iteration:
 class Work:
     """What one forward iteration does on **one GPU** of its tensor-parallel group (arrays broadcast).
 
+    Derived in the chapter "Decode: TPOT(B), throughput and the knee" (notebooks/04_decode.ipynb).
+
     Attributes
     ----------
     linear_flops, attention_flops : float or array
@@ -270,6 +274,8 @@ class Work:
 @dataclass(frozen=True)
 class WorkCoefficients:
     """The work of an iteration as an affine function of its counts, on one GPU.
+
+    Derived in the chapter "Decode: TPOT(B), throughput and the knee" (notebooks/04_decode.ipynb).
 
     work = coefficients x (T, X, Y, Z): FLOPs per token and per logit position,
     FLOPs per attention pair, bytes per KV entry and per gathered embedding row,
@@ -326,6 +332,8 @@ class WorkCoefficients:
 
 def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     """The coefficients of the work on one GPU of ``deployment`` (see the module docstring).
+
+    Derived in the chapter "Decode: TPOT(B), throughput and the knee" (notebooks/04_decode.ipynb).
 
     Examples
     --------
@@ -411,6 +419,8 @@ def _gathered_row(model):
 def iteration_work(deployment: Deployment, iteration: Iteration) -> Work:
     """The work of ``iteration`` on one GPU of ``deployment``: FLOPs, bytes and all-reduces.
 
+    Derived in the chapter "Decode: TPOT(B), throughput and the knee" (notebooks/04_decode.ipynb).
+
     >>> from servingmath.deployment import Deployment
     >>> dep = Deployment.build("Llama-3.1-70B", "H100", tensor_parallel=8)
     >>> w = iteration_work(dep, Iteration.of(dep.model, sequences=64, cached_tokens=2048))
@@ -444,6 +454,8 @@ def time_parts(deployment: Deployment, work: Work) -> dict:
     """Seconds of each part of a step: weight_memory, kv_memory, linear_compute, attention_compute,
     communication, overhead (arrays broadcast).
 
+    Derived in the chapter "Decode: TPOT(B), throughput and the knee" (notebooks/04_decode.ipynb).
+
     >>> from servingmath.deployment import Deployment
     >>> dep = Deployment.build("Llama-2-7B", "A100", mbu=0.5)
     >>> parts = time_parts(dep, iteration_work(dep, Iteration.of(dep.model, new_tokens=2048)))
@@ -465,6 +477,8 @@ def time_parts(deployment: Deployment, work: Work) -> dict:
 
 def combine(overlap: str, parts: dict):
     """One step time from its parts, by overlap model (communication and overhead always added).
+
+    Derived in the chapter "Decode: TPOT(B), throughput and the knee" (notebooks/04_decode.ipynb).
 
     * ``"additive"``: no overlap, the sum of the four (an upper bound);
     * ``"roofline"``: max(weights + KV, matmuls + attention) (a lower bound);
@@ -500,6 +514,8 @@ def combine(overlap: str, parts: dict):
 
 def step_time(deployment: Deployment, work: Work):
     """Seconds for one forward iteration: :func:`time_parts` combined by the deployment's overlap model.
+
+    Derived in the chapter "Decode: TPOT(B), throughput and the knee" (notebooks/04_decode.ipynb).
 
     Examples
     --------

@@ -140,12 +140,17 @@ NOTATION = {
 
 
 def symbol_table():
-    """Rows (symbol, library name, meaning, unit) for the notation table."""
+    """Rows (symbol, library name, meaning, unit) for the notation table.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+    """
     return [(str(sym), *info) for sym, info in NOTATION.items()]
 
 
 def numpy_function(symbols, expression):
     """``sympy.lambdify(symbols, expression)`` evaluated with numpy: broadcasts over arrays.
+
+    Derived in the chapter "Rooflines: why decoding is bandwidth-bound" (notebooks/02_rooflines.ipynb).
 
     It hands sympy the numpy module itself rather than the string ``"numpy"``: the
     string makes sympy run ``from numpy import *`` once per process, which imports
@@ -161,6 +166,8 @@ def numpy_function(symbols, expression):
 
 def assert_matches(expression, values: dict, expected, rtol: float = 1e-9) -> int:
     """Assert that ``expression`` evaluated at ``values`` equals ``expected``.
+
+    Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
     Parameters
     ----------

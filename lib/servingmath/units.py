@@ -56,6 +56,8 @@ _IEC_PREFIXES = [(TiB, "Ti"), (GiB, "Gi"), (MiB, "Mi"), (KiB, "Ki"), (1, "")]
 def format_si(value: float, unit: str, digits: int = 1) -> str:
     """Format ``value`` with the largest SI prefix that keeps it >= 1 (``3.4 TB/s``).
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Examples
     --------
     >>> format_si(3.35e12, "B/s")
@@ -72,6 +74,8 @@ def format_si(value: float, unit: str, digits: int = 1) -> str:
 
 def format_bytes(n_bytes: float, binary: bool = False, digits: int = 1) -> str:
     """Format a byte count with decimal (kB, GB) or binary (KiB, GiB) prefixes.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Examples
     --------
@@ -90,6 +94,8 @@ def format_bytes(n_bytes: float, binary: bool = False, digits: int = 1) -> str:
 def format_seconds(seconds: float, digits: int = 1) -> str:
     """Format a duration in s, ms, µs or ns, whichever reads best.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Examples
     --------
     >>> format_seconds(0.0123), format_seconds(4.5e-6)
@@ -105,6 +111,8 @@ def format_seconds(seconds: float, digits: int = 1) -> str:
 def format_flops(flops_per_second: float, digits: int = 1) -> str:
     """Format a compute rate: ``989.4 TFLOP/s``.
 
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
+
     Examples
     --------
     >>> format_flops(989.4e12)
@@ -115,6 +123,8 @@ def format_flops(flops_per_second: float, digits: int = 1) -> str:
 
 def format_rate(per_second: float, what: str = "tok", digits: int = 1) -> str:
     """Format a rate such as tokens per second: ``1.2 ktok/s``.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     Examples
     --------
@@ -149,6 +159,8 @@ MAX_QUANTITY_TEXT = 100
 
 def parse_quantity(text: str) -> tuple[float, str | None]:
     """Parse ``"12 ms"`` into ``(0.012, "s")``: the value in SI and its dimension.
+
+    Derived in the chapter "How to use this book" (notebooks/00_how_to_use_this_book.ipynb).
 
     A bare number gives ``(value, None)``. Thousands separators (``524,288``)
     and underscores are accepted.

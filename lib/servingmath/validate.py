@@ -120,6 +120,8 @@ def level_workload(level, n_requests: int, seed: int = 0):
     names (SGLang/vLLM ``random`` with its range ratio; ShareGPT rescaled to the measured means),
     else fixed at the measured means.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Returns
     -------
     (Workload, str)
@@ -178,6 +180,8 @@ def level_workload(level, n_requests: int, seed: int = 0):
 
 def level_arrivals(level, n_requests: int):
     """The arrival process of a level: its recorded send times, a Poisson rate, a closed loop or all at once.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Returns
     -------
@@ -260,6 +264,8 @@ def step_model_predictions(dep, measured: dict, mean_in: float, mean_out: float,
                            max_batch=None, offered_rate=None) -> dict:
     """The step model's TTFT, TPOT/ITL, E2E and throughputs for a level (seconds, per second).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     TTFT = one prefill of the mean prompt (no queueing); a decode step of B sequences at the mean
     context L_p + L_o / 2 for TPOT and ITL, with B = the requests in flight (``running``) capped
     at the batch the engine holds (``max_batch``: the rest wait); E2E = TTFT + (L_o - 1) steps;
@@ -298,6 +304,8 @@ def step_model_predictions(dep, measured: dict, mean_in: float, mean_out: float,
 def simulate_level(level, dep, scheduler: dict, *, seeds=(0, 1, 2), max_requests=4000) -> dict:
     """The simulator's metrics for a level: per metric mean, low, high over the seeds (a 95 % Student-t
     interval of the seeds' mean, its lower end clipped at 0: every metric is positive).
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     ``scheduler``: :func:`servingmath.validation.engine_scheduler`'s dict (policy, token budget,
     max sequences).
@@ -360,6 +368,8 @@ def implied_efficiencies(dep, measured: dict, mean_in: float, mean_out: float, r
     """MBU from the measured TPOT (else median ITL) at the running batch; MFU from the measured TTFT
     (a prefill of the mean prompt: an upper-bound time, queueing included, so a lower-bound MFU).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Examples
     --------
     >>> dep = Deployment.build("Llama-3.1-8B", "H100", setting="realistic")
@@ -387,6 +397,8 @@ def implied_efficiencies(dep, measured: dict, mean_in: float, mean_out: float, r
 def knees(levels: list, *, dep=None, scheduler=None) -> dict:
     """The knee of the sweep: fitted from the measured TTFT and from the simulated one
     (:func:`servingmath.validation.fit_knee`, 4 levels or more), and derived from the model.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Derived (:func:`saturation`): for a concurrency sweep, the sequences the engine holds at
     once, min(max_num_seqs, KV-cache tokens / (mean prompt + mean output)) -- beyond it clients
@@ -429,6 +441,8 @@ def knees(levels: list, *, dep=None, scheduler=None) -> dict:
 def saturation(dep, scheduler: dict, mean_in: float, mean_out: float) -> tuple:
     """(B, X_max): the sequences an engine holds at once and the request rate that batch sustains.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     B = min(max_num_seqs, KV-cache tokens / (L_p + L_o)). In steady state each request costs its
     prefill and L_o shares of a decode step of B sequences, so
     X_max = 1 / (T_prefill + L_o T_decode(B, L_p + L_o / 2) / B); with chunked prefill the
@@ -463,6 +477,8 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
                   setting="realistic", seeds=(0, 1, 2), max_requests=4000, tool=None) -> dict:
     """Everything the command prints, as a dict: per load level the measured, step-model and simulated
     metrics, the implied efficiencies, and the knees.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Parameters
     ----------
@@ -576,6 +592,8 @@ def _fmt(value, unit):
 def format_report(report: dict) -> str:
     """The report as text: one table per load level, then the implied efficiencies and the knee.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Examples
     --------
     >>> sample = Path(__file__).resolve().parents[2] / "tests/data/benchmarks/vllm_sweep.json"
@@ -640,6 +658,8 @@ def format_report(report: dict) -> str:
 
 def write_figure(report: dict, path, *, levels=None) -> Path:
     """Measured (markers), step model (dashed) and simulator (line, 95 % band) against the load:
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
     TTFT, TPOT/ITL and output throughput, written to ``path``. Returns the path written."""
     import matplotlib
 
@@ -656,6 +676,8 @@ def write_figure(report: dict, path, *, levels=None) -> Path:
 
 def plot_report(report: dict, *, levels=None):
     """The figure of :func:`write_figure` as a matplotlib Figure (``levels``: the indices to draw,
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
     default the levels of the knee's sweep). Returns the Figure."""
     import matplotlib.pyplot as plt
 
@@ -692,6 +714,8 @@ def plot_report(report: dict, *, levels=None):
 
 def main(argv=None) -> int:
     """The command line: ``python -m servingmath.validate RESULTS --model M --gpu G [--tp N]``.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Returns the exit status: 0, or 2 for bad input (the reason printed to stderr).
 

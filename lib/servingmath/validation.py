@@ -167,6 +167,8 @@ SOURCES = {
 def default_data_path() -> Path:
     """The book's ``data/published-measurements.csv`` (the repository's data folder).
 
+    Derived in the chapter "Decode: TPOT(B), throughput and the knee" (notebooks/04_decode.ipynb).
+
     >>> default_data_path().name
     'published-measurements.csv'
     """
@@ -177,6 +179,8 @@ def open_data_path() -> Path:
     """``data/open-measurements.csv``: rows transcribed from other engines' public benchmark pages
     (TensorRT-LLM 1.0, SGLang 0.3 vs vLLM 0.6, NIM 1.8, JetStream on TPU v5e, vLLM on MI300X,
     SGLang on H200), each with its source and date (``data/README.md``).
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     >>> open_data_path().name
     'open-measurements.csv'
@@ -274,6 +278,8 @@ def _hardware_candidates(text: str):
 
 def resolve_accelerator(text, *, accelerators=None):
     """The catalog part a benchmark's hardware string names, and the assumption that took.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Parameters
     ----------
@@ -429,6 +435,8 @@ def _config_files(folders) -> dict:
 def resolve_model(text, *, config_dir=None, models=None):
     """The model a benchmark's model string names, the note on how, and the weight dtype its name implies.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Tried in order: ``models`` (name -> ModelConfig or catalog name), the catalog (exact, then
     with organisation and checkpoint suffixes such as ``-Instruct``, ``-FP8``, ``-hf`` dropped),
     :data:`SAME_SHAPES`, then the ``config.json`` files in ``config_dir`` (one folder or several),
@@ -482,6 +490,8 @@ def resolve_model(text, *, config_dir=None, models=None):
 def catalog_families() -> dict:
     """Catalog accelerator name -> calibration family, from the catalog's ``family`` column.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     >>> catalog_families()["H200-SXM-141GB"], catalog_families()["MI300X"]
     ('Hopper', 'MI300')
     """
@@ -490,6 +500,8 @@ def catalog_families() -> dict:
 
 def accelerator_family(accelerator) -> str:
     """The family whose calibrated efficiencies an accelerator shares (the catalog's ``family`` column).
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     An accelerator outside the catalog is its own family.
 
@@ -512,6 +524,8 @@ TENSOR_PEAK_FALLBACKS = {
 def with_tensor_peak(acc, dtype: str):
     """``acc`` with a tensor peak for ``dtype``: itself, or the stated fallback of
     :data:`TENSOR_PEAK_FALLBACKS` (and its note; None when nothing was needed).
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     >>> acc, note = with_tensor_peak(get_accelerator("A10G"), "bf16")
     >>> acc.peak_flops("bf16") / 1e12, note.split(":")[0]
@@ -564,6 +578,8 @@ def parse_dtype(text):
     """(dtype, stated?) from a CSV cell (``"bfloat16"``, ``"FP8"``, ``"AWQ"``...); blank or ``"auto"``
     is (None, False); an unknown spelling raises ValueError naming it.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     >>> parse_dtype("bfloat16"), parse_dtype("AWQ"), parse_dtype("auto")
     (('bf16', True), ('int4', True), (None, False))
     """
@@ -579,6 +595,8 @@ def parse_dtype(text):
 
 def parse_parallelism(tp, n_gpus=""):
     """(tensor_parallel, data_parallel) from a row's ``tp`` and ``n_gpus`` cells.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     ``tp`` may read ``"4"``, ``"TP4"``, ``"4x2"``, ``"TP4xDP2"``, ``"tp=4,dp=2"``; ``n_gpus``
     (optional) must then equal TP x DP, and a bare TP with more GPUs reads the rest as data
@@ -780,6 +798,8 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
                      max_model_len=None):
     """The scheduler an engine runs by default: the simulator's policy, its limits and their source.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Parameters
     ----------
     framework : str
@@ -884,6 +904,8 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
 def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel):
     """The share of each GPU's memory the engine gives weights + KV cache.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     ``scheduler``: :func:`engine_scheduler`'s dict. Its ``memory_fraction`` is a number (vLLM's
     ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``) or ``"trtllm"``: TensorRT-LLM
     gives the KV cache 90 % of the memory left after the weights (``free_gpu_memory_fraction``).
@@ -954,6 +976,8 @@ class _Steps:
 class SimulationSpec:
     """What a simulated row runs: one replica's deployment, the engine's scheduler, the lengths and the load.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Two rows of the same run (its TTFT and its throughput) share one spec, so one simulation
     answers both (results are cached per spec, efficiency and seed).
     """
@@ -987,6 +1011,8 @@ class SimulationSpec:
 @dataclass(frozen=True, eq=False)
 class Measurement:
     """One published measurement, as a configuration the model understands plus the measured value.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Attributes
     ----------
@@ -1112,6 +1138,8 @@ class Measurement:
 @dataclass(frozen=True)
 class Unexpressible:
     """A row the model cannot express, with the reason and its category (``category`` is what
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
     :meth:`PublishedData.reasons` counts)."""
 
     row: int
@@ -1126,7 +1154,10 @@ class Unexpressible:
 
 @dataclass(frozen=True)
 class PublishedData:
-    """What :func:`load_published_measurements` returns."""
+    """What :func:`load_published_measurements` returns.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+    """
 
     measurements: tuple
     unexpressible: tuple
@@ -1211,6 +1242,8 @@ def compute_dtype_for(weight_dtype: str, acc) -> tuple[str, str | None]:
     """The matmul dtype for weights stored in ``weight_dtype`` on a part, and the note when it is not
     the weights' own: fp8 (fp4) math where the part has fp8 (fp4) tensor cores, else 16-bit.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     >>> compute_dtype_for("fp8", get_accelerator("H100"))[0], compute_dtype_for("fp8", get_accelerator("A100"))[0]
     ('fp8', 'bf16')
     """
@@ -1268,6 +1301,8 @@ def _stated_requests(raw) -> int | None:
 def load_published_measurements(path=None, root=None, *, config_dir=None, accelerators=None, models=None,
                                 dtype_policy="engine-default", strict=False, simulation="full") -> PublishedData:
     """Read any CSV in the book's schema into Measurements, and list the rows the model cannot express.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Parameters
     ----------
@@ -1655,6 +1690,8 @@ def _check_simulable(spec: SimulationSpec):
 class Efficiency:
     """The efficiencies and fixed costs a prediction uses (one accelerator family, or a named setting).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Attributes
     ----------
     mbu : float in (0, 1]
@@ -1791,6 +1828,8 @@ SIM_SEEDS = (0, 1, 2)
 def predict(measurement: Measurement, efficiency=None, basis: str = "total", *, seeds=None) -> float:
     """The model's value for a measurement's metric, in SI (seconds, tok/s or req/s).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Parameters
     ----------
     measurement : Measurement
@@ -1827,6 +1866,8 @@ def predict(measurement: Measurement, efficiency=None, basis: str = "total", *, 
 def physical_bound(measurement: Measurement, basis: str = "total") -> float:
     """The model at efficiency 1.0: a lower bound on a static time, an upper bound on a static throughput.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     For a simulated row it is the simulation at efficiency 1.0 (queueing included: a lower bound on
     ITL and TPOT, not strictly on a TTFT that waits for others' prefills).
 
@@ -1843,6 +1884,8 @@ def achieved_fraction(measurement: Measurement, basis: str = "total") -> float:
     """How close the measurement came to its physical bound: bound / measured for a time,
     measured / bound for a throughput. In (0, 1] exactly when the bound holds.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Examples
     --------
     >>> row = load_published_measurements().by_row(48)   # 6.5 ms bound, 9.0 ms measured
@@ -1857,6 +1900,8 @@ def achieved_fraction(measurement: Measurement, basis: str = "total") -> float:
 
 def bound_holds(measurement: Measurement, basis: str = "total") -> bool:
     """True when a measured time is >= its bound, or a measured throughput <= its bound.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Examples
     --------
@@ -1946,6 +1991,8 @@ def _simulated_value(m: Measurement, e: Efficiency, seed: int, basis: str) -> fl
 
 def simulate_measurement(measurement: Measurement, efficiency=None, *, seeds=SIM_SEEDS, basis="total") -> dict:
     """A simulated row's prediction over several seeds: mean, the seeds' values and a 95 % interval.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     The interval is mean +- t(0.975, n-1) s / sqrt(n) over the seeds (Student's t).
 
@@ -2058,6 +2105,8 @@ def _measurement_rows(measurements, name="measurements"):
 
 def split_measurements(measurements, test_fraction=0.5, seed=0):
     """A seeded split into (train, test), stratified by accelerator family and metric kind.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Within each (family, kind) group the rows are shuffled with
     ``numpy.random.default_rng(seed)`` and the first ceil((1 - test_fraction) n)
@@ -2192,6 +2241,8 @@ def _trainable(m, basis):
 def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_layer"), *, base=None):
     """Fit a few efficiencies per accelerator family to measured rows.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Parameters
     ----------
     measurements : sequence of Measurement
@@ -2262,6 +2313,8 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
 def family_efficiency(family: str, fitted: dict, fallback: Efficiency = BASELINE) -> tuple:
     """(Efficiency, note) for a family: the fitted one, or the stated fallback (the realistic setting).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     >>> e, note = family_efficiency("TPU-v5e", {})
     >>> (e.mbu, e.mfu), note.split(":")[0]
     ((0.75, 0.5), 'fallback')
@@ -2279,6 +2332,8 @@ def family_efficiency(family: str, fitted: dict, fallback: Efficiency = BASELINE
 
 def calibration_table(fitted: dict, measurements=(), fallback: Efficiency = BASELINE) -> list:
     """One row per catalog family: its accelerators, training rows and the efficiencies it will use.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Returns
     -------
@@ -2313,6 +2368,8 @@ def calibration_table(fitted: dict, measurements=(), fallback: Efficiency = BASE
 def percentage_errors(measurements, efficiencies=None, basis="total", *, fallback=None, seeds=None):
     """Signed errors (predicted - measured) / measured of each row, as an array.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     ``efficiencies``: family -> :class:`Efficiency` (from :func:`calibrate`), one
     :class:`Efficiency` (or ``"realistic"``) for every row, or ``None`` for the physical bound.
     A family without an entry raises, unless ``fallback`` is given.
@@ -2342,6 +2399,8 @@ def percentage_errors(measurements, efficiencies=None, basis="total", *, fallbac
 def error_summary(measurements, efficiencies=None, basis="total", *, fallback=None, seeds=None) -> dict:
     """Per metric: (rows, median and worst absolute percentage error, as fractions).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     >>> data = load_published_measurements()
     >>> summary = error_summary(data.measurements[:4])
     >>> sorted(summary)
@@ -2360,6 +2419,8 @@ def error_summary(measurements, efficiencies=None, basis="total", *, fallback=No
 @dataclass(frozen=True, eq=False)
 class LosoResult:
     """Leave-one-source-out predictions of every row beside the fixed-guess baseline.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Attributes
     ----------
@@ -2406,6 +2467,8 @@ class LosoResult:
 def leave_one_source_out(measurements, *, basis="per_gpu", parameters=("mbu", "mfu", "comm_per_layer"),
                          fallback: Efficiency = BASELINE, seeds=(0,), base=None, bound=True) -> LosoResult:
     """Predict each source's rows from a calibration on all the other sources.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     For each source title s: :func:`calibrate` on the trainable rows of the other sources
     (step-model and memory-wall rows that fit and respect their bound), then predict every row
@@ -2455,6 +2518,8 @@ def leave_one_source_out(measurements, *, basis="per_gpu", parameters=("mbu", "m
 def realistic_provenance(data=None, basis="per_gpu") -> dict:
     """The numbers :data:`servingmath.settings.REALISTIC` quotes as its provenance, recomputed.
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     * ``decode_fraction``: the median achieved fraction of the physical bound of the decode
       steps (ITL, TPOT rows) at batch <= 16 that fit, and their count and sources;
     * ``prefill_fraction``: the same of the prefills (TTFT rows) of >= 512 tokens;
@@ -2488,6 +2553,8 @@ def realistic_provenance(data=None, basis="per_gpu") -> dict:
 def littles_law_concurrency(output_throughput, output_len, ttft, tpot):
     """Requests in flight implied by a benchmark's own numbers (Little's law, L = X W).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     X = output tokens/s / output tokens per request (requests/s); W = E2E = TTFT + (L_o - 1) TPOT.
     A closed loop of C clients without think time must give L = C (each client always has one
     request in flight); L well below C means the numbers do not describe the same run.
@@ -2514,6 +2581,8 @@ def littles_law_concurrency(output_throughput, output_len, ttft, tpot):
 
 def fit_knee(x, y):
     """The knee of a curve that turns up: the breakpoint of the best continuous two-segment line.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Fits y = a + b x for x <= k and a + b k + c (x - k) beyond (least squares, continuous at k,
     k scanned over a fine grid between the second and the second-to-last x), and returns k with
@@ -2556,6 +2625,8 @@ def fit_knee(x, y):
 def concurrency_sweeps(measurements) -> list:
     """Closed-loop rows grouped into sweeps: one per (source, model, accelerator, TP, lengths, engine).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Returns
     -------
     list of dict
@@ -2592,6 +2663,8 @@ def concurrency_sweeps(measurements) -> list:
 class ImpliedEfficiency:
     """What one measured step time implies (floats, or arrays when inputs were arrays).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Attributes
     ----------
     measured_time : seconds
@@ -2624,6 +2697,8 @@ _PHASES = ("decode", "prefill")
 def implied_efficiency(dep: Deployment, measured_time, *, batch_size=1, context_len=0, phase="decode",
                        prompt_len=1) -> ImpliedEfficiency:
     """The MBU and MFU a measured step time implies: place your own benchmark on the roofline.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     Parameters
     ----------
@@ -2701,6 +2776,8 @@ def implied_efficiency(dep: Deployment, measured_time, *, batch_size=1, context_
 def implied_mbu(model, accelerator=None, measured_time=None, **kwargs):
     """MBU a measured decode step implies: (weight + KV bytes) / (t x N x peak bandwidth).
 
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
     Keyword arguments as in :func:`implied_efficiency`.
 
     >>> round(implied_mbu("Llama-2-7B", "A100-SXM4-80GB", 0.009, context_len=64, weight_dtype="fp16",
@@ -2714,6 +2791,8 @@ def implied_mbu(model, accelerator=None, measured_time=None, **kwargs):
 def implied_mfu(model, accelerator=None, measured_time=None, **kwargs):
     """MFU a measured step implies: FLOPs / (t x N x peak FLOP/s). Keyword arguments as in
     :func:`implied_efficiency` (``phase="prefill"`` with ``prompt_len`` for a prefill).
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     >>> round(implied_mfu("Llama-2-7B", "A100-SXM4-80GB", 0.133, phase="prefill", prompt_len=2048,
     ...                   weight_dtype="fp16", compute_dtype="fp16"), 3)   # TensorRT-LLM TTFT

@@ -76,6 +76,8 @@ __all__ = [
 class LogNormal:
     """Token counts exp(N(ln median, sigma^2)), rounded, clipped to [low, high].
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Attributes
     ----------
     median : float
@@ -107,6 +109,8 @@ class LogNormal:
 class Geometric:
     """Token counts 1, 2, 3, ... with P(n) = p (1 - p)^(n-1), p = 1 / mean.
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     The discrete analogue of the exponential: with a constant time per token,
     a geometric output length gives (nearly) exponential service times.
     """
@@ -123,7 +127,10 @@ class Geometric:
 
 @dataclass(frozen=True)
 class Uniform:
-    """Token counts drawn uniformly from the integers low..high (inclusive)."""
+    """Token counts drawn uniformly from the integers low..high (inclusive).
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
 
     low: int
     high: int
@@ -198,6 +205,8 @@ def _prefixes(ids, lens, prompt):
 @dataclass(frozen=True, eq=False)
 class Workload:
     """The requests of a simulation, in arrival order.
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     Attributes
     ----------
@@ -379,6 +388,8 @@ class Workload:
 def chat_workload(n_requests: int = 1000, seed: int = 0) -> Workload:
     """The book's synthetic chat-like workload (see the module docstring for its shape).
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Synthetic and illustrative: lognormal prompts (median 600, sigma 0.8,
     clipped to [16, 2048]) and outputs (median 250, sigma 0.6, clipped to
     [8, 1024]), deterministic given ``seed``.
@@ -396,6 +407,8 @@ def chat_workload(n_requests: int = 1000, seed: int = 0) -> Workload:
 @dataclass(frozen=True)
 class Poisson:
     """Open-loop arrivals at ``rate`` requests per second: Poisson, or burstier (or smoother) gamma gaps.
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     With the default ``burstiness=1`` the gaps between requests are
     exponential with mean 1/rate: a Poisson stream. Otherwise they are gamma
@@ -455,6 +468,8 @@ class Poisson:
 class ClosedLoop:
     """``clients`` users, each sending its next request when its previous one finishes.
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Every client sends its first request at time 0. After a request finishes,
     its client waits ``think_time`` seconds (a constant, or exponential with
     that mean when ``think_time_distribution="exponential"``) and sends the
@@ -475,7 +490,10 @@ class ClosedLoop:
 
 @dataclass(frozen=True, eq=False)
 class Timestamps:
-    """Requests arrive at the given times (seconds, non-decreasing, >= 0), one per workload request."""
+    """Requests arrive at the given times (seconds, non-decreasing, >= 0), one per workload request.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
 
     times: np.ndarray
 
@@ -495,6 +513,8 @@ class Timestamps:
 @dataclass(frozen=True, eq=False)
 class PiecewisePoisson:
     """Open-loop arrivals whose rate changes over time: a day with a quiet night and a busy noon.
+
+    Derived in the chapter "A fleet: routing, pooling, prefix caches and autoscaling" (notebooks/15_fleet.ipynb).
 
     The rate is ``rates[i]`` requests per second from ``times[i]`` to
     ``times[i + 1]`` (and ``rates[-1]`` after the last time): a non-homogeneous
@@ -600,6 +620,8 @@ class PiecewisePoisson:
 class QuantileTable:
     """Token counts drawn by inverting a table of quantiles (linear between the points), rounded.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Attributes
     ----------
     probabilities : ndarray
@@ -639,6 +661,8 @@ class QuantileTable:
 @dataclass(frozen=True)
 class DatasetLengths:
     """The published prompt and output length statistics of one dataset, and samplers for them.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     Attributes
     ----------
@@ -726,6 +750,8 @@ _DATASETS_CACHE: dict = {}
 def dataset_names() -> list[str]:
     """Names of the datasets whose length statistics ship with the book.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Examples
     --------
     >>> "azure-conversation-2023" in dataset_names()
@@ -736,6 +762,8 @@ def dataset_names() -> list[str]:
 
 def dataset_lengths(name: str) -> DatasetLengths:
     """The prompt and output length statistics of a named public dataset, with their source.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     Parameters
     ----------
@@ -795,6 +823,8 @@ def dataset_lengths(name: str) -> DatasetLengths:
 
 def workload_from_dataset(name: str, n_requests: int, seed: int = 0, *, method: str = "auto") -> Workload:
     """``n_requests`` requests whose lengths are drawn from a named dataset's distribution.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     Prompt and output lengths are drawn independently (the source rows' rank
     correlation is in :attr:`DatasetLengths.spearman`; |rho| <= 0.12 for every

@@ -121,6 +121,8 @@ __all__ = [
 def simulate(config, seed: int = 0, progress: bool = False) -> SimulationResult:
     """Run one simulation.
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Parameters
     ----------
     config : SimulationConfig or FleetConfig

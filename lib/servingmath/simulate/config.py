@@ -36,6 +36,8 @@ def _int(name, value, minimum):
 class Server:
     """One model instance: a :class:`~servingmath.deployment.Deployment` plus the simulator's settings.
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     Build it like any function of the library: ``Server(model, accelerator,
     **deployment options)`` or ``Server(deployment)`` (plus changes as keyword
     options), or a toy ``Server(step_times=LinearStepTimes(...))``.
@@ -274,6 +276,8 @@ def _check_kv_options(policy):
 class ContinuousBatching:
     """Iteration-level batching with prefill first (vLLM v0, Orca).
 
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
+
     At every step boundary, waiting requests are admitted (interactive class
     first, then first come first served) while the batch has fewer than
     ``max_batch_size`` sequences, their prompts fit in the KV cache and their
@@ -318,6 +322,8 @@ class ContinuousBatching:
 class ChunkedPrefill:
     """Chunked prefill with a per-iteration token budget (Sarathi-Serve, vLLM v1).
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Every iteration first gives one token to each decoding sequence, then
     fills the rest of ``token_budget`` with prompt chunks: partly prefilled
     prompts first, then newly admitted ones (interactive first, FCFS). Decodes
@@ -355,6 +361,8 @@ class ChunkedPrefill:
 class StaticBatching:
     """Request-level (static) batching, as in a plain ``generate()`` loop.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     The server waits until ``batch_size`` requests wait, or until the oldest
     has waited ``timeout`` seconds (or no more requests can come), and runs
     them as one batch to the end: prompts padded to the longest, one prefill,
@@ -377,6 +385,8 @@ class StaticBatching:
 @dataclass(frozen=True)
 class Disaggregated:
     """Prefill/decode disaggregation (DistServe, Splitwise): a prefill pool and a decode pool.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     A request is prefilled on the prefill instance with the least queued
     prompt tokens (prefill-only iterations of up to ``max_prefill_tokens``,
@@ -447,6 +457,8 @@ class Disaggregated:
 def expected_tokens_per_step(acceptance_rate, num_draft_tokens):
     """Expected tokens one speculative step yields: (1 - alpha^(gamma+1)) / (1 - alpha).
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     The simulator's scalar entry to :func:`servingmath.speculative.expected_tokens_per_step`
     (one formula, one place; Leviathan et al., ICML 2023, eq. 1).
 
@@ -463,6 +475,8 @@ def expected_tokens_per_step(acceptance_rate, num_draft_tokens):
 @dataclass(frozen=True)
 class Speculative:
     """Speculative decoding: a draft model proposes gamma tokens, the target verifies them.
+
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
 
     One speculative decode step costs ``num_draft_tokens`` decode steps of the
     draft model (same batch, same accelerator) plus one verification iteration
@@ -513,6 +527,8 @@ _SIGNALS = ("batch", "queue", "load")
 @dataclass(frozen=True)
 class SpeculativeByLoad:
     """Speculative decoding switched on and off by load, with hysteresis.
+
+    Derived in the chapter "Speculative decoding: a win at low load, a loss at high load" (notebooks/12_speculative_decoding.ipynb).
 
     At every step boundary the instance reads a load signal x: ``"batch"``, the
     sequences holding a batch slot (what vLLM's ``speculative_disable_by_batch_size``
@@ -579,6 +595,8 @@ ARRIVALS = (Poisson, ClosedLoop, Timestamps, PiecewisePoisson)
 @dataclass(frozen=True)
 class SimulationConfig:
     """Everything a simulation needs: ``simulate(config, seed)`` runs it.
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     Attributes
     ----------

@@ -73,7 +73,10 @@ __all__ = ["Replica", "Random", "RoundRobin", "LeastLoaded", "PrefixAffinity", "
 
 @dataclass(frozen=True)
 class Replica:
-    """One replica of a fleet: a server, its scheduling policy, and optional speculative decoding."""
+    """One replica of a fleet: a server, its scheduling policy, and optional speculative decoding.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
+    """
 
     server: Server
     policy: object = field(default_factory=ContinuousBatching)
@@ -90,12 +93,18 @@ class Replica:
 
 @dataclass(frozen=True)
 class Random:
-    """Each request to a replica chosen uniformly at random."""
+    """Each request to a replica chosen uniformly at random.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
+    """
 
 
 @dataclass(frozen=True)
 class RoundRobin:
-    """Replicas in turn."""
+    """Replicas in turn.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
 
 
 _MEASURES = ("tokens", "requests")
@@ -104,6 +113,8 @@ _MEASURES = ("tokens", "requests")
 @dataclass(frozen=True)
 class LeastLoaded:
     """Join the shortest queue: ``measure="tokens"`` (outstanding prompt + output tokens) or
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
     ``"requests"`` (running + waiting)."""
 
     measure: str = "tokens"
@@ -116,6 +127,8 @@ class LeastLoaded:
 @dataclass(frozen=True)
 class PrefixAffinity:
     """Same prefix, same replica, while the fleet is balanced (SGLang router's cache-aware rule).
+
+    Derived in the chapter "A fleet: routing, pooling, prefix caches and autoscaling" (notebooks/15_fleet.ipynb).
 
     Attributes
     ----------
@@ -152,7 +165,10 @@ class PrefixAffinity:
 
 @dataclass(frozen=True)
 class CentralQueue:
-    """One FCFS queue at the router; a replica takes a request when it has a free batch slot."""
+    """One FCFS queue at the router; a replica takes a request when it has a free batch slot.
+
+    Derived in the chapter "A fleet: routing, pooling, prefix caches and autoscaling" (notebooks/15_fleet.ipynb).
+    """
 
 
 ROUTERS = (Random, RoundRobin, LeastLoaded, PrefixAffinity, CentralQueue)
@@ -173,6 +189,8 @@ def _times_counts(times, counts):
 @dataclass(frozen=True, eq=False)
 class ScheduledScaling:
     """Target replica counts from given times on: ``replicas[i]`` from ``times[i]``.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     Before ``times[0]`` the fleet runs ``replicas[0]`` (no warm-up for the first ones).
     """
@@ -195,6 +213,8 @@ class ScheduledScaling:
 class RateScaling:
     """Every ``interval`` seconds: ceil(arrival rate over the last ``window`` seconds /
     ``rate_per_replica``) + ``headroom`` replicas, between ``min_replicas`` and the fleet's size.
+
+    Derived in the chapter "A fleet: routing, pooling, prefix caches and autoscaling" (notebooks/15_fleet.ipynb).
 
     ``rate_per_replica`` is the load one replica carries within its SLOs (e.g.
     from :func:`servingmath.simulate.max_goodput_rate` of one replica);
@@ -241,6 +261,8 @@ def _as_replica(item, i):
 @dataclass(frozen=True)
 class FleetConfig:
     """A fleet of replicas behind a router: ``simulate(config, seed)`` runs it.
+
+    Derived in the chapter "Capacity planning" (notebooks/13_capacity_planning.ipynb).
 
     Attributes
     ----------

@@ -35,6 +35,8 @@ def _check_slos(ttft_slo, tpot_slo):
 def slo_attainment_curve(config, rates, *, ttft_slo=None, tpot_slo=None, seed=0):
     """Fraction of requests meeting the TTFT and TPOT SLOs at each Poisson rate in ``rates``.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Every rate replays the same workload with the same seed (the arrival
     gaps are the same exponential draws scaled by 1 / rate). A ``Poisson``
     config keeps its ``burstiness`` (gamma gaps); any other arrival process is
@@ -63,6 +65,8 @@ def max_goodput_rate(config, *, ttft_slo=None, tpot_slo=None, attainment=0.9, se
                      initial_rate=None):
     """DistServe's goodput: the largest Poisson rate (requests/s) at which at least
     ``attainment`` of the requests meet both the TTFT and the TPOT SLO.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     Searches by doubling/halving from ``initial_rate`` (default: the config's
     Poisson rate, or 1 request/s) until the target is bracketed, then by

@@ -62,7 +62,10 @@ __all__ = ["Pipeline"]
 
 
 class Pipeline:
-    """The stages of one pipeline-parallel server, shared by its virtual engines."""
+    """The stages of one pipeline-parallel server, shared by its virtual engines.
+
+    Derived in the chapter "A fleet: routing, pooling, prefix caches and autoscaling" (notebooks/15_fleet.ipynb).
+    """
 
     __slots__ = ("stages", "overhead", "latency", "per_token", "free", "busy")
 

@@ -33,7 +33,10 @@ _PERCENTILES = (50, 90, 95, 99)
 
 
 class RequestRecord(NamedTuple):
-    """One request's record (times in seconds from the start of the simulation)."""
+    """One request's record (times in seconds from the start of the simulation).
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
 
     request_id: int
     priority: int
@@ -66,6 +69,8 @@ class RequestRecord(NamedTuple):
 @dataclass(frozen=True, eq=False)
 class Records:
     """The records of all requests as columns (numpy arrays), indexed by request id.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     ``records[i]`` is a :class:`RequestRecord`; ``records.ttft`` etc. are arrays.
     ``scheduled`` is when the request was first admitted to a batch (its
@@ -128,6 +133,8 @@ class Records:
 def weighted_percentile(values, weights, q):
     """Percentiles of ``values`` repeated ``weights`` times, without building the repeated array.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Equals ``np.percentile(np.repeat(values, weights), q)`` (linear interpolation).
     ``values`` and ``weights`` are 1-D with one whole count >= 0 per value; ``q``
     is in [0, 100]. With no data (every weight 0) the percentiles are NaN, as
@@ -163,7 +170,10 @@ def weighted_percentile(values, weights, q):
 
 @dataclass(frozen=True)
 class Summary:
-    """Mean and percentiles of one latency metric, in seconds; ``count`` values went in."""
+    """Mean and percentiles of one latency metric, in seconds; ``count`` values went in.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
 
     mean: float
     p50: float
@@ -191,7 +201,10 @@ class Summary:
 
 @dataclass(frozen=True)
 class Metrics:
-    """The benchmark numbers of a run (seconds, requests/s, tokens/s)."""
+    """The benchmark numbers of a run (seconds, requests/s, tokens/s).
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+    """
 
     n_requests: int
     duration: float
@@ -221,6 +234,8 @@ class Metrics:
 
 class SimulationResult:
     """The outcome of :func:`servingmath.simulate.simulate`.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
 
     Attributes
     ----------

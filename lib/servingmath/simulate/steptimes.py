@@ -107,6 +107,8 @@ class _Iterations:
 class LibraryStepTimes(_Iterations):
     """Iteration times of one model instance from the library's step model.
 
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
     Build it with :meth:`for_deployment` (or ``LibraryStepTimes(model,
     accelerator, **deployment options)``). The per-count seconds are the
     coefficients of :func:`servingmath.step.work_coefficients` divided by the
@@ -251,6 +253,8 @@ class LibraryStepTimes(_Iterations):
 @dataclass(frozen=True)
 class LinearStepTimes(_Iterations):
     """A toy engine whose iteration takes ``step_time + per_token x tokens + per_kv_token x kv_tokens``.
+
+    Derived in the chapter "Queueing: why TTFT explodes near capacity" (notebooks/09_queueing.ipynb).
 
     Useful to compare the simulator with queueing theory: with
     ``LinearStepTimes(step_time=0.01)`` every iteration (a prefill or a decode
