@@ -12,12 +12,16 @@ sandbox; on this project's machines bubblewrap or unshare is available and they 
 
 from __future__ import annotations
 
+import atexit
 import csv
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 import unicodedata
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -29,7 +33,13 @@ from servingmath.checks import evaluate
 from servingmath.questions import get_question
 from servingmath.units import UNIT_SCALES
 
-TEMPLATE = ROOT / "exercises" / "01_anatomy_of_a_request.ipynb"
+#: The attacks aim at the template the grader reads. They get a copy of the book's exercise set, in a folder of
+#: its own, so that where the machine allows no sandbox (isolation "none": the attacks then succeed, and the
+#: grader says so) they cannot corrupt the repository for the tests that follow.
+_TEMPLATE_DIR = Path(tempfile.mkdtemp(prefix="servingmath-attack-template-"))
+os.chmod(_TEMPLATE_DIR, 0o755)
+atexit.register(shutil.rmtree, _TEMPLATE_DIR, True)
+TEMPLATE = Path(shutil.copy(ROOT / "exercises" / "01_anatomy_of_a_request.ipynb", _TEMPLATE_DIR))
 KEY = b"attack-suite-course-key"
 STUDENTS = ["josé", "answers", "thief", "detached", "suicide", "runnerkill", "hog", "looper", "copier",
             "tamperer", "garbage", "huge", "dave", "absent"]
