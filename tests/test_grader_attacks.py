@@ -110,15 +110,19 @@ def _needs_sandbox(iso):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, iso):
     """One grading run of every attack that needs a kernel (ten kernels, two at a time)."""
+    if iso.level == "none":
+        pytest.skip("no sandbox on this machine (isolation 'none'): the attacks on the teacher's files would "
+                    "succeed, as the grader's warning says; install bubblewrap, or run as root")
     base = tmp_path_factory.mktemp("attacks")
     handout, subs, out = base / "handout", base / "collected", base / "grades"
-    roster = assignments.make_assignment(TEMPLATE, STUDENTS, KEY, handout)
+    template = Path(shutil.copy(TEMPLATE, base))     # the attacks' target: this run's own copy
+    roster = assignments.make_assignment(template, STUDENTS, KEY, handout)
     key_file = base / "keys" / "course.key"
     key_file.parent.mkdir()
     key_file.write_bytes(KEY)
     subs.mkdir()
     nb = {s: nbformat.read(handout / f"{s}.ipynb", as_version=4) for s in STUDENTS}
-    paths = {"subs": str(subs), "out": str(out), "template": str(TEMPLATE), "roster": str(roster),
+    paths = {"subs": str(subs), "out": str(out), "template": str(template), "roster": str(roster),
              "key": str(key_file), "marker": str(base / "pwned")}
     info = {"paths": paths, "fair": {}}
     default_answers = {qid: _typed(qid, get_question(qid).draw(None)) for qid in QIDS}
@@ -265,13 +269,13 @@ def graded(tmp_path_factory, iso):
     (subs / "eve\n| injected | row |.ipynb").write_text("{}")
 
     before = {name: _sha(subs / name) for name in os.listdir(subs)}
-    before.update({"template": _sha(TEMPLATE), "roster": _sha(roster), "key": _sha(key_file)})
+    before.update({"template": _sha(template), "roster": _sha(roster), "key": _sha(key_file)})
     info["before"] = before
     progress, warnings = [], []
-    grades = assignments.grade_folder(TEMPLATE, subs, out, roster, KEY, limits=LIMITS, jobs=2,
+    grades = assignments.grade_folder(template, subs, out, roster, KEY, limits=LIMITS, jobs=2,
                                       progress=progress.append, warn=warnings.append, hide=[key_file])
     info.update(grades={g.student: g for g in grades}, out=out, subs=subs, roster=roster, key_file=key_file,
-                progress=progress, warnings=warnings, base=base)
+                progress=progress, warnings=warnings, base=base, template=template)
     return info
 
 
@@ -342,7 +346,7 @@ def test_attack_the_teachers_files_and_other_submissions_are_out_of_reach(graded
     after = {name: _sha(graded["subs"] / name) for name in os.listdir(graded["subs"])}
     before = graded["before"]
     assert {k: v for k, v in before.items() if k in after} == after
-    assert before["template"] == _sha(TEMPLATE) and before["roster"] == _sha(graded["roster"])
+    assert before["template"] == _sha(graded["template"]) and before["roster"] == _sha(graded["roster"])
     assert before["key"] == _sha(graded["key_file"])
     assert "PWNED" not in (graded["out"] / "journal.jsonl").read_text()
 
@@ -457,7 +461,7 @@ def test_attack_the_grader_killed_mid_run_resumes_without_losing_or_redoing_a_gr
 
     sandbox.run_notebook = counted
     try:
-        grades = assignments.grade_folder(TEMPLATE, graded["subs"], out, graded["roster"], KEY, limits=LIMITS,
+        grades = assignments.grade_folder(graded["template"], graded["subs"], out, graded["roster"], KEY, limits=LIMITS,
                                           warn=lambda line: None)
     finally:
         sandbox.run_notebook = real
@@ -472,7 +476,7 @@ def test_attack_a_journal_of_another_run_is_refused_not_mixed_in(graded, tmp_pat
     out.mkdir()
     (out / "journal.jsonl").write_text(json.dumps({"journal": 1, "template": "04_decode.ipynb"}) + "\n")
     with pytest.raises(assignments.TeacherError, match="another grading run"):
-        assignments.grade_folder(TEMPLATE, graded["subs"], out, graded["roster"], KEY, limits=LIMITS)
+        assignments.grade_folder(graded["template"], graded["subs"], out, graded["roster"], KEY, limits=LIMITS)
 
 
 # ---------------------------------------------------------------- answers, without a kernel

@@ -112,10 +112,16 @@ def _setup_namespace(setup: dict) -> None:
             if kept.startswith(path.rstrip("/") + "/"):
                 os.makedirs(kept, exist_ok=True)
                 _mount(f"/proc/self/fd/{fd}", kept, None, MS_BIND | MS_REC)
-    for fd in keep.values():
-        os.close(fd)
     _set_readonly("/", True, True)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_size},mode=1777")
+    # the Python environment may itself live under /tmp (a clone in a temporary folder): bind it back, read-only
+    for kept, fd in keep.items():
+        if kept.startswith("/tmp/"):
+            os.makedirs(kept, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", kept, None, MS_BIND | MS_REC)
+            _set_readonly(kept, True, True)
+    for fd in keep.values():
+        os.close(fd)
     try:
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except OSError:   # a user namespace may not mount proc: hide the host's instead
