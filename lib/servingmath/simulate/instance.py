@@ -456,22 +456,11 @@ class _Instance:
         while heap and fin[heap[0][1]] != heap[0][0]:
             heapq.heappop(heap)
 
-    def _plan_decode(self, t):
+    def _decode_segment(self, t, B, K):
+        """The next run of up to ``K`` decode steps of ``B`` sequences that share one affine cost:
+        (steps, seconds at S keys, seconds per key, S, keys added per step, seconds). It ends where the
+        sliding window is reached, the roofline regime changes or (when watching) after the next arrival."""
         e = self.e
-        if self.spec is not None:
-            return self._plan_spec_step(t)
-        if self.kv_used + self.B > self.kv_cap:
-            while self.B and self.kv_used + self.B > self.kv_cap:
-                self._preempt_one()
-            if self.B == 0:
-                return self.plan(t)
-        B = self.B
-        heap, fin = self.heap, e.fin
-        while fin[heap[0][1]] != heap[0][0]:
-            heapq.heappop(heap)
-        K = heap[0][0] - self.G                       # until the next sequence finishes
-        if self.kv_cap != INF:
-            K = min(K, int((self.kv_cap - self.kv_used) // B))   # until the KV cache is full
         if self.steps.window is None:
             S, grow = self.S, B                       # every step adds one key per sequence
         else:                                         # keys capped at the window: until one reaches it
@@ -492,6 +481,25 @@ class _Instance:
             if i < e.n_open and e.open_times[i] - t < dur:
                 K = _steps_to_cover(e.open_times[i] - t, A, beta, grow, S)
                 dur = K * A + beta * (K * S + grow * K * (K - 1) * 0.5)
+        return K, A, beta, S, grow, dur
+
+    def _plan_decode(self, t):
+        e = self.e
+        if self.spec is not None:
+            return self._plan_spec_step(t)
+        if self.kv_used + self.B > self.kv_cap:
+            while self.B and self.kv_used + self.B > self.kv_cap:
+                self._preempt_one()
+            if self.B == 0:
+                return self.plan(t)
+        B = self.B
+        heap, fin = self.heap, e.fin
+        while fin[heap[0][1]] != heap[0][0]:
+            heapq.heappop(heap)
+        K = heap[0][0] - self.G                       # until the next sequence finishes
+        if self.kv_cap != INF:
+            K = min(K, int((self.kv_cap - self.kv_used) // B))   # until the KV cache is full
+        K, A, beta, S, grow, dur = self._decode_segment(t, B, K)
         self.seg = (t, K, A, beta, S, grow)
         self.series.append((t, len(self.running), B, 0, self.kv_used))
         self.kind = _DECODE
@@ -813,26 +821,7 @@ class _Featured:
                 K = min(K, self._steps_until_full())
         if self.pipe is not None:                     # a pipeline interleaves its micro-batches step by step
             K = 1
-        if self.steps.window is None:
-            S, grow = self.S, B                       # every step adds one key per sequence
-        else:                                         # keys capped at the window: until one reaches it
-            S, grow, room = self._window_counts()
-            K = min(K, room)
-        line = self.lines.get(B)
-        if line is None:
-            line = self.steps.decode_line(B, S)
-            if line[2] == INF:  # the same for every context: cache it
-                self.lines[B] = line
-        A, beta, limit = line
-        if limit != INF:                              # until the roofline regime changes
-            K = min(K, max(1, int((limit - S) // max(grow, 1)) + 1))
-        dur = K * A + beta * (K * S + grow * K * (K - 1) * 0.5)
-        self.watching = self.sees_arrivals and self._could_admit()
-        if self.watching:                             # until the step after the next arrival
-            i = e.next_open
-            if i < e.n_open and e.open_times[i] - t < dur:
-                K = _steps_to_cover(e.open_times[i] - t, A, beta, grow, S)
-                dur = K * A + beta * (K * S + grow * K * (K - 1) * 0.5)
+        K, A, beta, S, grow, dur = self._decode_segment(t, B, K)
         if self.pipe is None:
             self.seg = (t, K, A, beta, S, grow)
             end = t + dur
