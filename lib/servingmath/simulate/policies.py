@@ -91,6 +91,19 @@ class Chunked(_Instance):
         self._log_action(t, prefill_tokens)
         self._schedule(t + dur, _MIXED)
 
+    def _advance_chunks(self, chunks, t):
+        """After an iteration: each prompt's prefilled tokens advance; a finished prompt emits its first token."""
+        e = self.e
+        for rid, n, done in chunks:
+            if rid not in self.prefilling:
+                continue
+            done += n
+            if done < e.prompt[rid] + e.produced[rid]:
+                self.prefilling[rid] = done
+            else:
+                del self.prefilling[rid]
+                self._emit_prefill_token(rid, t)
+
     def _continue_prefills(self, budget):
         """The chunks of the prompts already being prefilled, in order, within ``budget`` tokens."""
         e, chunks = self.e, []
@@ -148,16 +161,7 @@ class Chunked(_Instance):
             self.S += grow
             self.kv_used += grow
             self._finish_decodes(t)
-        e = self.e
-        for rid, n, done in chunks:
-            if rid not in self.prefilling:
-                continue
-            done += n
-            if done < e.prompt[rid] + e.produced[rid]:
-                self.prefilling[rid] = done
-            else:
-                del self.prefilling[rid]
-                self._emit_prefill_token(rid, t)
+        self._advance_chunks(chunks, t)
 
 
 class Static(_Instance):
@@ -460,16 +464,7 @@ class ChunkedFeatured(_Featured, Chunked):
             self.kv_used += kv_grow
             self.work -= grow
             self._finish_decodes(t)
-        e = self.e
-        for rid, n, done in chunks:
-            if rid not in self.prefilling:
-                continue
-            done += n
-            if done < e.prompt[rid] + e.produced[rid]:
-                self.prefilling[rid] = done
-            else:
-                del self.prefilling[rid]
-                self._emit_prefill_token(rid, t)
+        self._advance_chunks(chunks, t)
 
 
 
