@@ -280,14 +280,31 @@ def test_calibration_improves_the_held_out_error(split):
 
 
 def test_calibration_recovers_known_efficiencies_from_synthetic_measurements(data):
-    truth = Efficiency(mbu=0.65, mfu=0.45, comm_per_layer=30e-6)
+    truth = Efficiency(mbu=0.65, mfu=0.45, comm_per_layer=30e-6)       # over the ideal ring (PHYSICAL)
     rows = [m for m in data.measurements if m.family == "A100" and m.fits and m.path == "step model"]
     synthetic = [m.with_changes(value=predict(m, truth, "per_gpu")) for m in rows]
-    fitted = calibrate(synthetic, basis="per_gpu")["A100"]
+    fitted = calibrate(synthetic, basis="per_gpu", parameters=("mbu", "mfu", "comm_per_layer"),
+                       base=validation.PHYSICAL)["A100"]
     assert fitted.mbu == pytest.approx(truth.mbu, rel=0.01)
     assert fitted.mfu == pytest.approx(truth.mfu, rel=0.01)
     assert fitted.comm_per_layer == pytest.approx(truth.comm_per_layer, rel=0.05)
     assert np.max(np.abs(percentage_errors(synthetic, {"A100": fitted}, "per_gpu"))) < 0.01
+
+
+def test_the_default_calibration_fits_over_the_realistic_all_reduce_and_recovers_four_values(data):
+    # the default base is the realistic setting (NCCL's protocol-aware all-reduce): comm_per_layer is
+    # what that model leaves out, and all four parameters come back from rows made with them
+    BASELINE = validation.BASELINE
+    truth = replace(BASELINE, mbu=0.8, mfu=0.4, comm_per_layer=20e-6, step_overhead=2e-3)
+    rows = [m for m in data.measurements if m.family == "A100" and m.fits and m.path == "step model"]
+    synthetic = [m.with_changes(value=predict(m, truth, "per_gpu")) for m in rows]
+    fitted = calibrate(synthetic, basis="per_gpu")["A100"]
+    assert fitted.allreduce_protocol == "auto" and fitted.link_efficiency == BASELINE.link_efficiency
+    for name in ("mbu", "mfu", "comm_per_layer", "step_overhead"):
+        assert getattr(fitted, name) == pytest.approx(getattr(truth, name), rel=0.05), name
+    # the ideal ring would charge the same rows differently: its fit is not the truth
+    ideal = calibrate(synthetic, basis="per_gpu", base=validation.PHYSICAL)["A100"]
+    assert ideal.comm_per_layer > 1.5 * truth.comm_per_layer
 
 
 def test_calibration_leaves_out_rows_that_beat_the_bound_or_do_not_fit(data):

@@ -256,8 +256,10 @@ def _deployment(model, gpu, tp, weight_dtype, kv_dtype, efficiency, memory_fract
     acc = get_accelerator(gpu)
     cd = validation.compute_dtype_for(weight_dtype, acc)[0]
     acc, _ = validation.with_tensor_peak(acc, cd)
-    return Deployment.build(get_model(model), acc, tensor_parallel=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                            compute_dtype=cd, gpu_memory_utilization=memory_fraction, **efficiency.options())
+    model = get_model(model)
+    return Deployment.build(model, acc, tensor_parallel=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                            compute_dtype=cd, gpu_memory_utilization=memory_fraction,
+                            **efficiency.options(n_layers=model.n_layers, tensor_parallel=tp))
 
 
 def step_model_predictions(dep, measured: dict, mean_in: float, mean_out: float, running: float, *,

@@ -138,6 +138,7 @@ __all__ = [
     "split_measurements",
     "calibrate",
     "family_efficiency",
+    "POOLED",
     "calibration_table",
     "percentage_errors",
     "error_summary",
@@ -1699,8 +1700,9 @@ class Efficiency:
     mfu : float in (0, 1]
         Model FLOP utilisation: achieved / peak FLOP/s.
     comm_per_layer : float >= 0
-        Seconds added per layer and forward step when the model is split over N > 1 GPUs
-        (the fitted latency of its two all-reduces).
+        Seconds added per layer and forward step when the model is split over N > 1 GPUs: the
+        fitted cost of its two all-reduces beyond what the all-reduce model (the fields below)
+        already charges.
     step_overhead : float >= 0
         Seconds added to every forward step (prefill or decode).
     allreduce_latency, allreduce_base_latency : float >= 0
@@ -1735,11 +1737,24 @@ class Efficiency:
                 raise ValueError(f"allreduce_protocol = {self.allreduce_protocol!r} brings NCCL's own latencies: "
                                  "leave allreduce_latency and allreduce_base_latency at 0")
 
-    def options(self) -> dict:
-        """The deployment options that give the same step times (for the simulator)."""
-        return dict(mbu=float(self.mbu), mfu=float(self.mfu), step_overhead=float(self.step_overhead),
-                    allreduce_latency=float(self.allreduce_latency),
-                    allreduce_base_latency=float(self.allreduce_base_latency) + float(self.comm_per_layer) / 2,
+    def options(self, *, n_layers=None, tensor_parallel=1) -> dict:
+        """The deployment options that give the same step times (for the simulator).
+
+        ``comm_per_layer`` is, on the plain ring, half a latency on each of a layer's two
+        all-reduce calls. NCCL's protocol model brings its own latencies, so there it is added to
+        every step as ``n_layers x comm_per_layer`` when ``tensor_parallel > 1`` (the same seconds:
+        every step runs every layer), which needs the model's ``n_layers``."""
+        base_latency = float(self.allreduce_base_latency)
+        step_overhead = float(self.step_overhead)
+        if self.comm_per_layer and self.allreduce_protocol is None:
+            base_latency += float(self.comm_per_layer) / 2
+        elif self.comm_per_layer and check_integer("tensor_parallel", tensor_parallel, minimum=1) > 1:
+            if n_layers is None:
+                raise ValueError("options(): comm_per_layer with an allreduce_protocol needs n_layers (the "
+                                 "model's layers) to become a per-step cost")
+            step_overhead += float(self.comm_per_layer) * int(check_integer("n_layers", n_layers, minimum=1))
+        return dict(mbu=float(self.mbu), mfu=float(self.mfu), step_overhead=step_overhead,
+                    allreduce_latency=float(self.allreduce_latency), allreduce_base_latency=base_latency,
                     link_efficiency=float(self.link_efficiency), allreduce_protocol=self.allreduce_protocol)
 
 
@@ -1754,6 +1769,9 @@ BASELINE = Efficiency(mbu=REALISTIC["mbu"], mfu=REALISTIC["mfu"], step_overhead=
                       allreduce_base_latency=REALISTIC["allreduce_base_latency"],
                       link_efficiency=REALISTIC["link_efficiency"],
                       allreduce_protocol=REALISTIC["allreduce_protocol"])
+
+#: The family name of a pooled fit (``calibrate(..., pooled=True)``): every row as one family.
+POOLED = "(pooled)"
 
 #: The parameters :func:`calibrate` can fit, and their starting values.
 PARAMETERS = {"mbu": 0.7, "mfu": 0.5, "comm_per_layer": 10e-6, "step_overhead": 1e-3}
@@ -1920,7 +1938,7 @@ def _server(spec: SimulationSpec, e: Efficiency):
     return Server(spec.model, spec.accelerator, tensor_parallel=spec.tensor_parallel,
                   weight_dtype=spec.weight_dtype, kv_dtype=spec.kv_dtype, compute_dtype=spec.compute_dtype,
                   gpu_memory_utilization=spec.memory_fraction, kv_capacity_tokens=spec.kv_capacity,
-                  **e.options())
+                  **e.options(n_layers=spec.model.n_layers, tensor_parallel=spec.tensor_parallel))
 
 
 def _workload(spec: SimulationSpec, seed: int):
@@ -2200,9 +2218,9 @@ def _loss_function(names, stacked, index, work, is_time, log_measured, n, base=N
     """The calibration loss, mean |ln(predicted / measured)|, as a function of the free variables.
 
     The same arithmetic as :func:`_step_times`, with the fitted values over ``base`` (the
-    fields not fitted: default the physical bound); the terms that do not depend on a fitted
+    fields not fitted: default the realistic setting); the terms that do not depend on a fitted
     value are summed once."""
-    base = PHYSICAL if base is None else base
+    base = BASELINE if base is None else base
     names = tuple(names)
     fixed = {k: getattr(base, k) for k in Efficiency.__dataclass_fields__ if k not in names}
     weight, linear, kv, attention = stacked.weight, stacked.linear, stacked.kv, stacked.attention
@@ -2238,7 +2256,8 @@ def _trainable(m, basis):
     return (isinstance(m, Measurement) and m.scenario != "simulated" and m.fits and bound_holds(m, basis))
 
 
-def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_layer"), *, base=None):
+def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_layer", "step_overhead"), *,
+              base=None, pooled=False):
     """Fit a few efficiencies per accelerator family to measured rows.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
@@ -2256,15 +2275,21 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
         defaults (1.0, or no latency). ``comm_per_layer`` is fitted only for a family with a
         tensor-parallel training row.
     base : Efficiency, optional
-        Where the fields not fitted come from (default :data:`PHYSICAL`: efficiencies 1.0, no
-        latency; :data:`BASELINE` fixes NCCL's all-reduce costs and the realistic step overhead
-        and fits the rest).
+        Where the fields not fitted come from. Default :data:`BASELINE`, the realistic setting:
+        each all-reduce costs what NCCL's protocol-aware model says (LL / LL128 / Simple at 80 % of
+        the link), so ``comm_per_layer`` fits only what that model leaves out, and a field not in
+        ``parameters`` keeps its realistic value. :data:`PHYSICAL` (efficiencies 1.0, an ideal ring
+        with no latency) makes ``comm_per_layer`` absorb every all-reduce latency; out of sample
+        (leave one source out, chapter 14) that fits worse.
+    pooled : bool
+        Fit every row together, as one family named :data:`POOLED`: the fallback
+        :func:`leave_one_source_out` uses for a family without training rows of its own.
 
     Returns
     -------
     dict
         family -> :class:`Efficiency`, for the families with training rows (others:
-        :func:`family_efficiency`).
+        :func:`family_efficiency`); with ``pooled=True``, ``{POOLED: Efficiency}``.
 
     Notes
     -----
@@ -2290,9 +2315,10 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
     usable = [m for m in _measurement_rows(measurements) if _trainable(m, basis)]
     if not usable:
         raise ValueError("calibrate needs at least one step-model Measurement that fits and respects its bound")
+    pooled = check_bool("pooled", pooled)
     families = defaultdict(list)
     for m in usable:
-        families[m.family].append(m)
+        families[POOLED if pooled else m.family].append(m)
     result = {}
     for family in sorted(families):
         rows = families[family]
@@ -2306,14 +2332,18 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
         if again < best:
             x = x2
         fitted = {k: float(_from_free(k, v)) for k, v in zip(names, x)}
-        result[family] = replace(PHYSICAL if base is None else base, **fitted)
+        result[family] = replace(BASELINE if base is None else base, **fitted)
     return result
 
 
 def family_efficiency(family: str, fitted: dict, fallback: Efficiency = BASELINE) -> tuple:
-    """(Efficiency, note) for a family: the fitted one, or the stated fallback (the realistic setting).
+    """(Efficiency, note) for a family: the fitted one, or the stated fallback.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
+    ``fallback`` is the realistic setting (:data:`BASELINE`) by default; the note names it, or
+    says "a pooled fit" for any other Efficiency (what :func:`leave_one_source_out` passes:
+    ``calibrate(..., pooled=True)``).
 
     >>> e, note = family_efficiency("TPU-v5e", {})
     >>> (e.mbu, e.mfu), note.split(":")[0]
@@ -2327,7 +2357,8 @@ def family_efficiency(family: str, fitted: dict, fallback: Efficiency = BASELINE
         raise TypeError(f"fallback must be an Efficiency, got {fallback!r}")
     if family in fitted:
         return fitted[family], "fitted"
-    return fallback, "fallback: the realistic setting (no training rows for this family)"
+    what = "the realistic setting" if fallback == BASELINE else "a pooled fit over every family's rows"
+    return fallback, f"fallback: {what} (no training rows for this family)"
 
 
 def calibration_table(fitted: dict, measurements=(), fallback: Efficiency = BASELINE) -> list:
@@ -2464,17 +2495,20 @@ class LosoResult:
         return out
 
 
-def leave_one_source_out(measurements, *, basis="per_gpu", parameters=("mbu", "mfu", "comm_per_layer"),
-                         fallback: Efficiency = BASELINE, seeds=(0,), base=None, bound=True) -> LosoResult:
+def leave_one_source_out(measurements, *, basis="per_gpu",
+                         parameters=("mbu", "mfu", "comm_per_layer", "step_overhead"), fallback="pooled",
+                         seeds=(0,), base=None, bound=True) -> LosoResult:
     """Predict each source's rows from a calibration on all the other sources.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     For each source title s: :func:`calibrate` on the trainable rows of the other sources
     (step-model and memory-wall rows that fit and respect their bound), then predict every row
-    of s with its family's fitted efficiencies, or with ``fallback`` (the realistic setting) where
-    the other sources have no row of that family. Beside it, every row predicted by
-    :data:`BASELINE` and by the physical bound.
+    of s with its family's fitted efficiencies, or with the fallback where the other sources
+    have no row of that family: ``fallback="pooled"`` (default) fits those same training rows as
+    one family (what engines reach on the hardware we have seen, applied to hardware we have
+    not), or an :class:`Efficiency` (e.g. :data:`BASELINE`, the realistic setting) is used as
+    given. Beside it, every row predicted by :data:`BASELINE` and by the physical bound.
 
     ``seeds``: seeds of the simulated rows (default one; the spread of several is
     :func:`simulate_measurement`'s to report). ``base``: the fields :func:`calibrate` does not
@@ -2493,7 +2527,8 @@ def leave_one_source_out(measurements, *, basis="per_gpu", parameters=("mbu", "m
         raise ValueError("measurements must hold at least one Measurement row")
     seeds = check_seeds("seeds", seeds)
     bound = check_bool("bound", bound)
-    check_instance("fallback", fallback, Efficiency)
+    if not (isinstance(fallback, Efficiency) or fallback == "pooled"):
+        raise ValueError(f"fallback must be 'pooled' or an Efficiency, got {fallback!r:.60}")
     titles = list(dict.fromkeys(m.source_title for m in ms))
     loso = np.empty(len(ms))
     used_fallback = np.zeros(len(ms), dtype=bool)
@@ -2502,9 +2537,13 @@ def leave_one_source_out(measurements, *, basis="per_gpu", parameters=("mbu", "m
         others = [m for m in ms if m.source_title != title and _trainable(m, basis)]
         fitted = calibrate(others, basis=basis, parameters=parameters, base=base) if others else {}
         folds[title] = fitted
+        fold_fallback = fallback
+        if fallback == "pooled":
+            fold_fallback = (calibrate(others, basis=basis, parameters=parameters, base=base, pooled=True)[POOLED]
+                             if others else BASELINE)
         for i, m in enumerate(ms):
             if m.source_title == title:
-                e, status = family_efficiency(m.family, fitted, fallback)
+                e, status = family_efficiency(m.family, fitted, fold_fallback)
                 used_fallback[i] = status != "fitted"
                 loso[i] = predict(m, e, basis, seeds=seeds)
     baseline = np.array([predict(m, BASELINE, basis, seeds=seeds) for m in ms])
