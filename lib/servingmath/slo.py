@@ -760,7 +760,7 @@ def _latencies(name, value, nan_ok=False):
     return np.atleast_1d(arr)
 
 
-def meets_slo(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
+def meets_slo(ttft=None, tpot=None, *, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
     """Which requests meet every SLO given: value <= target for each (metric, target) pair.
 
     Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
@@ -795,7 +795,7 @@ def meets_slo(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2e
     return np.logical_and.reduce(list(checks.values()))
 
 
-def slo_attainment(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
+def slo_attainment(ttft=None, tpot=None, *, ttft_slo=None, tpot_slo=None, e2el=None, e2el_slo=None):
     """The fraction of requests that meet every SLO given (0 to 1).
 
     Derived in the chapter "SLOs and goodput" (notebooks/07_slos_and_goodput.ipynb).
@@ -803,7 +803,7 @@ def slo_attainment(ttft=None, tpot=None, ttft_slo=None, tpot_slo=None, e2el=None
     >>> slo_attainment([0.2, 0.9, 0.3, 0.4], ttft_slo=0.5)
     0.75
     """
-    ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
+    ok = meets_slo(ttft, tpot, ttft_slo=ttft_slo, tpot_slo=tpot_slo, e2el=e2el, e2el_slo=e2el_slo)
     if ok.size == 0:
         given = [m for m, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el)) if v is not None]
         raise ValueError(f"{' and '.join(given)} hold no requests: attainment is undefined")
@@ -824,7 +824,7 @@ def request_throughput(n_requests, duration, n_gpus=1):
     return scalar_or_array(n / d / g)
 
 
-def request_goodput(ttft=None, tpot=None, duration=None, ttft_slo=None, tpot_slo=None,
+def request_goodput(ttft=None, tpot=None, duration=None, *, ttft_slo=None, tpot_slo=None,
                     e2el=None, e2el_slo=None, n_gpus=1) -> float:
     """vLLM's request goodput: requests that meet every SLO, per second (per GPU with ``n_gpus``).
 
@@ -860,11 +860,11 @@ def request_goodput(ttft=None, tpot=None, duration=None, ttft_slo=None, tpot_slo
         raise ValueError("duration (seconds) is required: goodput is a rate")
     d = check_positive("duration", duration, scalar=True)
     g = check_integer("n_gpus", n_gpus, minimum=1, scalar=True)
-    ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
+    ok = meets_slo(ttft, tpot, ttft_slo=ttft_slo, tpot_slo=tpot_slo, e2el=e2el, e2el_slo=e2el_slo)
     return float(ok.sum() / d / g)
 
 
-def token_goodput(output_lens, ttft=None, tpot=None, duration=None, ttft_slo=None, tpot_slo=None,
+def token_goodput(output_lens, ttft=None, tpot=None, duration=None, *, ttft_slo=None, tpot_slo=None,
                   e2el=None, e2el_slo=None, n_gpus=1) -> float:
     """Output tokens of the requests that meet every SLO, per second (per GPU with ``n_gpus``).
 
@@ -878,7 +878,7 @@ def token_goodput(output_lens, ttft=None, tpot=None, duration=None, ttft_slo=Non
     d = check_positive("duration", duration, scalar=True)
     g = check_integer("n_gpus", n_gpus, minimum=1, scalar=True)
     lens = np.atleast_1d(check_integer("output_lens", output_lens, minimum=0))
-    ok = meets_slo(ttft, tpot, ttft_slo, tpot_slo, e2el, e2el_slo)
+    ok = meets_slo(ttft, tpot, ttft_slo=ttft_slo, tpot_slo=tpot_slo, e2el=e2el, e2el_slo=e2el_slo)
     if ok.shape != lens.shape:
         raise ValueError(f"output_lens has {lens.size} entries but the latencies have {ok.size}")
     return float(lens[ok].sum() / d / g)
