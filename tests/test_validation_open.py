@@ -398,3 +398,44 @@ def test_the_nim_knee_sits_at_the_batch_its_kv_cache_holds(open_data):
     tokens = memory.max_kv_tokens(spec.model, spec.accelerator, weight_dtype="fp8", kv_dtype="fp8",
                                   tensor_parallel=2, gpu_memory_utilization=spec.memory_fraction)
     assert spec.max_seqs == tokens // 5500
+
+
+def test_a_family_no_other_source_measured_gets_the_pooled_fit_of_the_other_sources(open_data):
+    book = load_published_measurements()
+    a100 = [m for m in book.measurements if m.path == "step model" and m.family == "A100"]
+    tpu = [m for m in open_data.measurements if m.family == "TPU-v5e"][:2]
+    result = validation.leave_one_source_out(a100 + tpu, bound=False)
+    held = [i for i, m in enumerate(result.measurements) if m.family == "TPU-v5e"]
+    assert result.fallback[held].all() and not result.fallback[:len(a100)].any()
+    # the TPU rows are predicted by one fit of every other source's rows, pooled over families
+    pooled = validation.calibrate(a100, basis="per_gpu", pooled=True)
+    assert list(pooled) == [validation.POOLED]
+    for i in held:
+        m = result.measurements[i]
+        assert result.loso[i] == pytest.approx(predict(m, pooled[validation.POOLED], "per_gpu", seeds=(0,)), rel=1e-9)
+        assert result.loso[i] != pytest.approx(result.baseline[i], rel=1e-3)
+    # the fixed guess is still there on request, and a bad fallback is refused by name
+    fixed = validation.leave_one_source_out(a100 + tpu, bound=False, fallback=BASELINE)
+    assert np.allclose(fixed.loso[held], fixed.baseline[held], rtol=1e-12)
+    with pytest.raises(ValueError, match="fallback must be 'pooled' or an Efficiency"):
+        validation.leave_one_source_out(a100, fallback="guess")
+    e, note = validation.family_efficiency("TPU-v5e", {}, pooled[validation.POOLED])
+    assert note.startswith("fallback: a pooled fit")
+
+
+def test_comm_per_layer_over_nccls_model_reaches_the_simulator_as_a_per_step_cost(open_data):
+    e = dataclasses.replace(BASELINE, comm_per_layer=50e-6)
+    opts = e.options(n_layers=80, tensor_parallel=4)
+    assert opts["step_overhead"] == pytest.approx(BASELINE.step_overhead + 80 * 50e-6)
+    assert opts["allreduce_base_latency"] == 0.0 and opts["allreduce_protocol"] == "auto"
+    assert e.options(n_layers=80, tensor_parallel=1)["step_overhead"] == BASELINE.step_overhead
+    with pytest.raises(ValueError, match="needs n_layers"):
+        e.options(tensor_parallel=4)
+    # on the plain ring it stays half a latency per call, as before
+    ring = validation.Efficiency(mbu=0.8, comm_per_layer=50e-6)
+    assert ring.options()["allreduce_base_latency"] == pytest.approx(25e-6)
+    # a simulated tensor-parallel row runs with it, and the extra cost slows its ITL
+    row = next(m for m in open_data.measurements
+               if m.path == "simulator" and m.tensor_parallel > 1 and m.metric == "itl_ms")
+    slower = predict(row, e, "per_gpu", seeds=(0,))
+    assert slower > predict(row, BASELINE, "per_gpu", seeds=(0,))
