@@ -213,7 +213,7 @@ def _problems(call: Call):
 def test_almost_every_public_function_has_a_runnable_example():
     """The harness needs a known-good call per function: its doctest."""
     assert len(CALLS) >= 150, f"only {len(CALLS)} functions have a runnable first example"
-    assert len(WITHOUT_EXAMPLE) <= 25, f"no runnable example: {WITHOUT_EXAMPLE}"
+    assert len(WITHOUT_EXAMPLE) <= 16, f"no runnable example: {WITHOUT_EXAMPLE}"
 
 
 @pytest.mark.parametrize("call", CALLS, ids=lambda c: f"{c.module.__name__.split('.', 1)[1]}.{c.name}")

@@ -985,6 +985,14 @@ def simulate_plan(plan: Plan, prompt_lens, output_lens, *, arrival_rate=None, re
     seed : int
     policy : simulator policy, optional
         Default ``ContinuousBatching(max_batch_size=plan.max_batch_size)``.
+
+    Examples
+    --------
+    >>> plan = cheapest_plan("Llama-3.1-8B", 20.0, 1024, 256, ttft_slo=1.0, tpot_slo=0.05,
+    ...                      prices={"H100": 3.0}, tensor_parallel=[1])
+    >>> result = simulate_plan(plan, [1024] * 300, [256] * 300, seed=0)
+    >>> len(result.records), round(result.metrics().ttft.p99 * 1e3, 1)   # requests, P99 TTFT in ms
+    (300, 19.0)
     """
     from .simulate import ContinuousBatching, SimulationConfig, simulate
     from .workloads import Poisson, Workload
@@ -1032,9 +1040,19 @@ def confirm_plan(plan: Plan, prompt_lens, output_lens, *, ttft_slo, tpot_slo, se
         ``added`` (replicas beyond the closed form's), ``ttft``, ``tpot``
         (the simulated quantiles at the confirmed count, s) and ``history``
         (a list of (replicas, ttft, tpot) tried).
+
+    Examples
+    --------
+    >>> plan = cheapest_plan("Llama-3.1-8B", 20.0, 1024, 256, ttft_slo=1.0, tpot_slo=0.05,
+    ...                      prices={"H100": 3.0}, tensor_parallel=[1])
+    >>> c = confirm_plan(plan, [1024] * 300, [256] * 300, ttft_slo=1.0, tpot_slo=0.05)
+    >>> c["replicas"], c["added"], round(c["tpot"] * 1e3, 1)     # the closed form's one replica holds
+    (1, 0, 3.5)
     """
-    ttft_slo = float(check_positive("ttft_slo", ttft_slo))
-    tpot_slo = float(check_positive("tpot_slo", tpot_slo))
+    if not isinstance(plan, Plan):
+        raise ValueError(f"plan must be a Plan, got {type(plan).__name__}")
+    ttft_slo = float(check_positive("ttft_slo", ttft_slo, scalar=True))
+    tpot_slo = float(check_positive("tpot_slo", tpot_slo, scalar=True))
     extra = int(check_integer("max_extra_replicas", max_extra_replicas, minimum=0))
     history = []
     for r in range(plan.replicas, plan.replicas + extra + 1):

@@ -318,6 +318,8 @@ def scheme_knee(dep: Deployment, context_len=0, *, scheme="W16A16"):
 
     Examples
     --------
+    >>> round(scheme_knee("Llama-3.1-8B", "H100", scheme="W4A16"), 1)
+    73.8
     >>> [round(scheme_knee("Llama-3.1-8B", "H100", scheme=s), 1) for s in ("W16A16", "W4A16", "W8A8-FP8")]
     [295.3, 73.8, 295.3]
     """
@@ -332,6 +334,8 @@ def scheme_max_batch(dep: Deployment, context_len, *, scheme="W16A16", block_siz
     (``gpu_memory_utilization``, ``reserve_bytes``, ...) are deployment options.
     Derived in the chapter "Quantization".
 
+    >>> scheme_max_batch("Llama-3.1-8B", "H100", 4096, scheme="W4A16")
+    126
     >>> [scheme_max_batch("Llama-3.1-8B", "H100", 4096, scheme=s) for s in ("W16A16", "W4A16", "W16A16+KV8")]
     [104, 126, 208]
     """
@@ -352,6 +356,8 @@ def memory_sweep_time(accelerator, *, gpu_memory_utilization=DEFAULT_GPU_MEMORY_
 
     Examples
     --------
+    >>> round(memory_sweep_time("H100", mbu=0.8) * 1e3, 1)   # ms
+    26.9
     >>> [round(memory_sweep_time(g) * 1e3, 1) for g in ("H100", "A100", "L40S")]   # ms
     [21.5, 35.3, 50.0]
     """
@@ -448,6 +454,8 @@ def throughput_at_tpot_slo(dep: Deployment, context_len, *, tpot_slo, scheme="W1
 
     Examples
     --------
+    >>> round(throughput_at_tpot_slo("Llama-3.1-8B", "H100", 4096, tpot_slo=0.050, scheme="W4A16"))
+    5700
     >>> [round(throughput_at_tpot_slo("Llama-3.1-8B", "H100", 4096, tpot_slo=0.050, scheme=s))
     ...  for s in ("W16A16", "W4A16", "W16A16+KV8")]
     [4918, 5700, 9835]

@@ -415,6 +415,8 @@ def speculative_speedup(target: Deployment, draft: Deployment, batch_size, conte
 
     Examples
     --------
+    >>> round(speculative_speedup("Llama-3.1-8B", LLAMA_3_2_1B, "H100", 1, 256, 0.8, 4), 2)
+    2.03
     >>> args = ("Llama-3.1-8B", LLAMA_3_2_1B, "H100")
     >>> [round(speculative_speedup(*args, b, 256, 0.8, 4), 2) for b in (1, 64, 256)]
     [2.03, 1.89, 0.86]
@@ -490,9 +492,9 @@ def break_even_batch_size(target: Deployment, draft: Deployment, context_len, ac
 
     Examples
     --------
-    >>> args = ("Llama-3.1-8B", LLAMA_3_2_1B, "H100")
-    >>> round(break_even_batch_size(*args, 0, 0.8, 4), 1)
+    >>> round(break_even_batch_size("Llama-3.1-8B", LLAMA_3_2_1B, "H100", 0, 0.8, 4), 1)
     159.3
+    >>> args = ("Llama-3.1-8B", LLAMA_3_2_1B, "H100")
     >>> round(break_even_batch_size(*args, 256, 0.8, 4), 1)
     194.2
     >>> round(break_even_batch_size(*args, 0, 0.8, 4, setting="realistic"), 1)
@@ -591,6 +593,8 @@ def asymptotic_speedup(target: Deployment, draft: Deployment, context_len, accep
 
     Examples
     --------
+    >>> round(asymptotic_speedup("Llama-3.1-8B", LLAMA_3_2_1B, "H100", 0, 0.8, 4), 3)
+    0.593
     >>> args = ("Llama-3.1-8B", LLAMA_3_2_1B, "H100")
     >>> round(asymptotic_speedup(*args, 0, 0.8, 4), 3), round(asymptotic_speedup(*args, 2048, 0.8, 4), 3)
     (0.593, 1.301)
