@@ -357,3 +357,45 @@ def test_a_prompt_that_never_fits_beside_the_watermark_is_refused():
 def test_bench_script_measures_a_fleet():
     bench = load_tool("bench_simulator")
     assert bench.main(["--requests", "400", "--repeat", "1", "--replicas", "1", "3", "--no-calibration"]) == 0
+
+
+# ---- multi-step scheduling (vLLM 0.6 --num-scheduler-steps) ------------------------------------------------
+
+def _multi_step_run(n, rate=6.0):
+    from servingmath.workloads import Poisson, Workload
+    cfg = sim.SimulationConfig(server=sim.Server("Llama-3.1-8B", "A100"),
+                               workload=Workload.fixed(600, prompt_len=256, output_len=200),
+                               arrivals=Poisson(rate=rate),
+                               policy=sim.ContinuousBatching(max_batch_size=256, scheduler_steps=n))
+    return sim.simulate(cfg, seed=0)
+
+
+def test_multi_step_scheduling_admits_prompts_only_between_runs_of_n_decode_steps():
+    r = _multi_step_run(10)
+    seg, ts = r._segments[0], r.timeseries(0)
+    prefills = ts["time"][ts["prefill_tokens"] > 0]
+    between = [int(seg["k"][(seg["t0"] > a) & (seg["t0"] < b)].sum()) for a, b in zip(prefills[:-1], prefills[1:])]
+    assert len(between) > 100
+    assert all(k % 10 == 0 for k in between), sorted(set(k % 10 for k in between))
+    # one step per decision: prompts join at the next step, and the gaps are not all multiples of 10
+    plain = _multi_step_run(1)
+    seg1, ts1 = plain._segments[0], plain.timeseries(0)
+    p1 = ts1["time"][ts1["prefill_tokens"] > 0]
+    gaps1 = [int(seg1["k"][(seg1["t0"] > a) & (seg1["t0"] < b)].sum()) for a, b in zip(p1[:-1], p1[1:])]
+    assert any(k % 10 for k in gaps1)
+
+
+def test_multi_step_scheduling_costs_ttft_about_half_a_run_and_no_throughput():
+    one, ten = _multi_step_run(1).metrics(), _multi_step_run(10).metrics()
+    run = 10 * one.tpot.mean                         # seconds of one run of ten decode steps
+    extra = ten.ttft.mean - one.ttft.mean            # an arrival waits for the rest of the run
+    assert 0.3 * run < extra < 0.6 * run, (extra, run)
+    assert ten.output_throughput == pytest.approx(one.output_throughput, rel=0.01)
+    assert ten.tpot.mean == pytest.approx(one.tpot.mean, rel=0.05)
+
+
+def test_multi_step_scheduling_refuses_what_it_does_not_model():
+    with pytest.raises(ValueError, match="scheduler_steps"):
+        sim.ContinuousBatching(scheduler_steps=0)
+    with pytest.raises(ValueError, match="scheduler_steps = 4"):
+        sim.ContinuousBatching(scheduler_steps=4, block_size=16)

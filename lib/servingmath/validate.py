@@ -345,7 +345,8 @@ def simulate_level(level, dep, scheduler: dict, *, seeds=(0, 1, 2), max_requests
         else:
             policy = sim.ContinuousBatching(max_batch_size=scheduler["max_seqs"],
                                             max_prefill_tokens=max(scheduler["token_budget"],
-                                                                   int(workload.prompt_lens.max())))
+                                                                   int(workload.prompt_lens.max())),
+                                            scheduler_steps=scheduler.get("scheduler_steps", 1))
         result = sim.simulate(sim.SimulationConfig(server=server, workload=workload, arrivals=arrivals,
                                                    policy=policy), seed=int(seed))
         m = result.metrics()

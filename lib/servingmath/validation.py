@@ -824,7 +824,9 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
         ``"prefill-first"``: prompts prefilled in their own iterations), ``token_budget``,
         ``max_seqs``, ``memory_fraction`` (share of each GPU for weights + KV), ``reserve``
         (``"full"``: a request's whole sequence is reserved at admission; ``"on-demand"``),
-        ``label`` (engine, version, GPU class) and ``source`` (file and commit).
+        ``scheduler_steps`` (decode steps per scheduling decision: vLLM V0's
+        ``--num-scheduler-steps`` when the framework states it, else 1), ``label`` (engine,
+        version, GPU class) and ``source`` (file and commit).
 
     Examples
     --------
@@ -835,13 +837,16 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
     2048
     >>> engine_scheduler("vLLM 0.6.0", "A100", "Llama-3.1-8B", max_model_len=4096)["policy"]
     'prefill-first'
+    >>> s = engine_scheduler("vLLM v0.6.0 (--num-scheduler-steps 10)", "A100", "Llama-3.1-8B", max_model_len=4096)
+    >>> s["policy"], s["scheduler_steps"]
+    ('prefill-first', 10)
     """
     if not isinstance(framework, str):
         raise TypeError(f"framework must be the engine's name and version (str), got {framework!r}")
     acc, mod = get_accelerator(accelerator), get_model(model)
     engine, version = _engine_of(framework)
     context = int(max_model_len) if max_model_len else min(int(mod.max_context_len), 131072)
-    out = dict(memory_fraction=0.9, reserve="on-demand", engine=engine)
+    out = dict(memory_fraction=0.9, reserve="on-demand", engine=engine, scheduler_steps=1)
     if engine == "vllm":
         v1 = version is not None and version >= (0, 8)
         if v1:
@@ -866,6 +871,16 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
                                                    "chunked prefill with 512 tokens per step (V0 enables it "
                                                    "for contexts over 32K; the 512 is not verified at a "
                                                    "commit here)") + ", 256 sequences"))
+            multi = re.search(r"num[-_]scheduler[-_]steps[\s=]+(\d+)", framework.lower())
+            if multi and int(multi.group(1)) > 1:
+                if policy == "prefill-first":
+                    out["scheduler_steps"] = int(multi.group(1))
+                    out["label"] += (f"; multi-step scheduling: {out['scheduler_steps']} decode steps per "
+                                     "scheduling decision (--num-scheduler-steps), new requests wait for the run")
+                    out["source"] += ("; multi-step scheduling as vLLM 0.6 documents it (docs: "
+                                      "--num-scheduler-steps; prefills scheduled as single steps)")
+                else:
+                    out["label"] += "; --num-scheduler-steps with chunked prefill: not modelled (one step)"
     elif engine == "sglang":
         budget = 8192 if acc.memory_bytes >= 25e9 else 2048
         out.update(policy="prefill-first", token_budget=budget, max_seqs=4096, reserve="estimate",
@@ -997,6 +1012,7 @@ class SimulationSpec:
     workload: tuple
     load: tuple
     n_requests: int
+    scheduler_steps: int = 1
     accelerator: Accelerator = field(compare=False, hash=False, repr=False, default=None)
 
     def describe(self) -> str:
@@ -1006,7 +1022,8 @@ class SimulationSpec:
         lengths = {"fixed": lambda w: f"{w[1]}->{w[2]} tok", "uniform": lambda w: f"U{w[1]}->U{w[2]} tok",
                    "dataset": lambda w: w[1] + (" rescaled" if w[2:] != (1.0, 1.0) else "")}[self.workload[0]](
                        self.workload)
-        return f"{load}, {lengths}, {self.policy} ({self.token_budget} tok/step, {self.max_seqs} seqs)"
+        multi = f", {self.scheduler_steps} steps per schedule" if self.scheduler_steps > 1 else ""
+        return f"{load}, {lengths}, {self.policy} ({self.token_budget} tok/step, {self.max_seqs} seqs{multi})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -1566,12 +1583,12 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
             raise _Refused("engine", f"requests of up to {_max_total(lengths)} tokens in a {cache}-token slot "
                                      "cache: a rolling-window cache, not modelled")
     spec_key = (model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
-                scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n)
+                scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n, scheduler["scheduler_steps"])
     spec = specs.get(spec_key)
     if spec is None:
         spec = SimulationSpec(model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
                               scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n,
-                              accelerator=acc)
+                              scheduler_steps=scheduler["scheduler_steps"], accelerator=acc)
         try:
             _check_simulable(spec)
         except ValueError as exc:
@@ -1974,7 +1991,8 @@ def _simulate_metrics(spec: SimulationSpec, e: Efficiency, seed: int) -> dict:
         policy = sim.ChunkedPrefill(token_budget=spec.token_budget, max_batch_size=spec.max_seqs)
     else:
         policy = sim.ContinuousBatching(max_batch_size=spec.max_seqs,
-                                        max_prefill_tokens=max(spec.token_budget, int(workload.prompt_lens.max())))
+                                        max_prefill_tokens=max(spec.token_budget, int(workload.prompt_lens.max())),
+                                        scheduler_steps=spec.scheduler_steps)
     result = sim.simulate(sim.SimulationConfig(server=server, workload=workload, arrivals=arrivals, policy=policy),
                           seed=seed)
     m = result.metrics()

@@ -302,6 +302,15 @@ class ContinuousBatching:
         nothing unless the workload has ``prefix_ids``) and preemption of running
         lower-priority requests for a waiting higher-priority one (default off).
         ``block_size=16, watermark=0.01`` are vLLM v0's values.
+    scheduler_steps : int
+        Decode steps run per scheduling decision (vLLM 0.6's multi-step scheduling,
+        ``--num-scheduler-steps``; default 1). A run of decode steps, once begun, goes
+        on for that many steps before the scheduler looks at the queue again, so a
+        request that arrives meanwhile waits for the run to end before its prefill;
+        a prefill iteration is scheduled on its own. A sequence that finishes inside
+        a run leaves it at its last token (the steps vLLM still spends on its slot
+        are not charged). With several steps per decision the engine streams
+        tokens a run at a time: a client's "ITL" is then the gap between runs.
     """
 
     max_batch_size: int = 256
@@ -310,12 +319,18 @@ class ContinuousBatching:
     watermark: float = 0.0
     prefix_caching: bool = True
     priority_preemption: bool = False
+    scheduler_steps: int = 1
 
     def __post_init__(self):
         _int("max_batch_size", self.max_batch_size, 1)
         if self.max_prefill_tokens is not None:
             _int("max_prefill_tokens", self.max_prefill_tokens, 1)
+        _int("scheduler_steps", self.scheduler_steps, 1)
         _check_kv_options(self)
+        if self.scheduler_steps > 1 and (self.block_size > 1 or self.watermark > 0 or self.priority_preemption):
+            raise ValueError(f"scheduler_steps = {self.scheduler_steps} (multi-step scheduling) is modelled with "
+                             "the plain KV manager: leave block_size at 1, watermark at 0 and "
+                             "priority_preemption off")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from .fleet import (CentralQueue, FleetConfig, LeastLoaded, PrefixAffinity, Rand
 from .instance import _ARRIVAL, _END, _READY, _SCALE, _TRANSFER, _IDLE, _WAKE, INF, NAN
 from .pipeline import Pipeline
 from .policies import (Chunked, ChunkedFeatured, ChunkedTracked, DecodeOnly, PrefillFirst, PrefillFirstFeatured,
-                       PrefillFirstTracked, PrefillOnly, Static, StaticFeatured)
+                       PrefillFirstMultiStep, PrefillFirstTracked, PrefillOnly, Static, StaticFeatured)
 from .steptimes import LibraryStepTimes
 
 # replica states in a fleet
@@ -200,6 +200,12 @@ class Engine:
             if isinstance(policy, ContinuousBatching):
                 max_prefill = self._prefill_cap(server, policy.max_prefill_tokens)
                 cls = PrefillFirstFeatured if featured else PrefillFirstTracked if tracked else PrefillFirst
+                if policy.scheduler_steps > 1:
+                    if featured or tracked or speculative is not None:
+                        raise ValueError(f"scheduler_steps = {policy.scheduler_steps} (multi-step scheduling) runs "
+                                         "on a plain replica: no speculative decoding, pipeline, prefix caching, "
+                                         "central queue or router that reads outstanding tokens")
+                    cls = PrefillFirstMultiStep
                 inst = cls(self, index, label, steps, kv, policy, max_prefill, **options)
             elif isinstance(policy, ChunkedPrefill):
                 cls = ChunkedFeatured if featured else ChunkedTracked if tracked else Chunked

@@ -49,6 +49,47 @@ class PrefillFirst(_Instance):
             self._emit_prefill_token(rid, t)
 
 
+class PrefillFirstMultiStep(PrefillFirst):
+    """Prefill first with multi-step scheduling (vLLM 0.6 ``--num-scheduler-steps n``).
+
+    A run of decode steps is planned ``n`` steps at a time; the queue is looked at only when
+    a run has ended: an arrival does not cut the run short, and a sequence that finishes
+    inside the run leaves it without letting a prompt in. ``left`` counts the steps the
+    current run still has to go (0: the scheduler decides at the next boundary).
+    """
+
+    __slots__ = ("n_steps", "left")
+
+    def __init__(self, engine, index, name, steps, kv_capacity, policy, max_prefill, **options):
+        super().__init__(engine, index, name, steps, kv_capacity, policy, max_prefill, **options)
+        self.n_steps = int(policy.scheduler_steps)
+        self.left = 0
+
+    def plan(self, t):
+        if self.left and self.B:              # inside a run: the sequences decode on, nobody joins
+            self._plan_decode(t)
+            return
+        self.left = 0
+        super().plan(t)
+
+    def _plan_decode(self, t):
+        if not self.left:
+            self.left = self.n_steps          # a new run begins
+        super()._plan_decode(t)
+
+    def _decode_segment(self, t, B, K):
+        self.sees_arrivals = False            # the run's length does not depend on arrivals
+        return super()._decode_segment(t, B, min(K, self.left))
+
+    def _apply_decode(self, t):
+        K = self.seg[1]
+        super()._apply_decode(t)
+        self.left = max(self.left - K, 0)
+
+    def _truncate(self, t):
+        """An arrival inside a run waits for its end (the run is already planned to end there)."""
+
+
 class Chunked(_Instance):
     """Chunked prefill (Sarathi-Serve): decodes first, prompt chunks fill the token budget."""
 
