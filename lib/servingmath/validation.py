@@ -132,6 +132,7 @@ __all__ = [
     "static_batch_time",
     "predict",
     "simulate_measurement",
+    "simulation_result",
     "physical_bound",
     "bound_holds",
     "achieved_fraction",
@@ -1976,9 +1977,30 @@ def _workload(spec: SimulationSpec, seed: int):
                     np.maximum(1, np.rint(w.output_lens * so)).astype(int), name=f"{spec.workload[1]} (rescaled)")
 
 
-@functools.lru_cache(maxsize=4096)
-def _simulate_metrics(spec: SimulationSpec, e: Efficiency, seed: int) -> dict:
-    """One simulated run of a spec at an efficiency and seed: the metrics benchmarks report (cached)."""
+def simulation_result(measurement: Measurement, efficiency=None, *, seed: int = 0):
+    """The whole simulation behind a simulated row: its :class:`servingmath.simulate.SimulationResult`.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
+    The run :func:`predict` summarises: the row's server (``efficiency``: an
+    :class:`Efficiency`, ``"realistic"`` or None for the physical bound), its engine's
+    scheduler, its lengths and its load, at one ``seed``; every request's record is there
+    to look at.
+
+    Examples
+    --------
+    >>> row = load_published_measurements().by_row(98)   # LMDeploy Llama-2-70B, 3000 requests at once
+    >>> r = simulation_result(row, "realistic", seed=0)
+    >>> len(r.records), round(r.metrics().output_throughput)
+    (3000, 1276)
+    """
+    if not isinstance(measurement, Measurement) or measurement.scenario != "simulated":
+        raise ValueError("simulation_result takes a simulated Measurement (path 'simulator')")
+    seed = check_integer("seed", seed, minimum=0, scalar=True)
+    return _run_spec(measurement.sim, _efficiency(efficiency), int(seed))
+
+
+def _run_spec(spec: SimulationSpec, e: Efficiency, seed: int):
     from . import simulate as sim
     from .workloads import ClosedLoop, Poisson, Timestamps
 
@@ -1993,8 +2015,17 @@ def _simulate_metrics(spec: SimulationSpec, e: Efficiency, seed: int) -> dict:
         policy = sim.ContinuousBatching(max_batch_size=spec.max_seqs,
                                         max_prefill_tokens=max(spec.token_budget, int(workload.prompt_lens.max())),
                                         scheduler_steps=spec.scheduler_steps)
-    result = sim.simulate(sim.SimulationConfig(server=server, workload=workload, arrivals=arrivals, policy=policy),
-                          seed=seed)
+    return sim.simulate(sim.SimulationConfig(server=server, workload=workload, arrivals=arrivals, policy=policy),
+                        seed=seed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _simulate_metrics(spec: SimulationSpec, e: Efficiency, seed: int) -> dict:
+    """One simulated run of a spec at an efficiency and seed: the metrics benchmarks report (cached)."""
+    from . import simulate as sim
+
+    result = _run_spec(spec, e, seed)
+    kind, value = spec.load
     m = result.metrics()
     out = {"request_throughput": m.request_throughput, "output_throughput": m.output_throughput,
            "total_token_throughput": m.total_token_throughput, "duration": m.duration,
