@@ -1995,7 +1995,8 @@ def simulation_result(measurement: Measurement, efficiency=None, *, seed: int = 
     (3000, 1276)
     """
     if not isinstance(measurement, Measurement) or measurement.scenario != "simulated":
-        raise ValueError("simulation_result takes a simulated Measurement (path 'simulator')")
+        raise ValueError(f"measurement must be a simulated Measurement (path 'simulator'), got "
+                         f"{getattr(measurement, 'path', type(measurement).__name__)!r:.60}")
     seed = check_integer("seed", seed, minimum=0, scalar=True)
     return _run_spec(measurement.sim, _efficiency(efficiency), int(seed))
 
