@@ -341,7 +341,8 @@ class Engine:
 
     def _make_router(self, router):
         if isinstance(router, Random):
-            u = self.rng_route.random(self.n).tolist()
+            self.route_draws = self.rng_route.random(self.n)
+            u = self.route_draws.tolist()
 
             def route(rid, t):
                 reps = self.routable
@@ -509,10 +510,12 @@ class Engine:
         return steps
 
     # ---- arrivals and completions --------------------------------------------------------------------------
-    def arrivals_exhausted(self):
+    def arrivals_exhausted(self, t):
+        """Whether every request has arrived by ``t``, the time of the event being handled (arrivals
+        come first at equal times; a decoupled fleet's replica sees only its own arrivals)."""
         if self.closed:
             return self.pending_arrivals == 0
-        return self.next_open >= len(self.open_times)
+        return t >= self.last_open
 
     def _arrive(self, rid, t):
         self.arrival[rid] = t
@@ -550,14 +553,59 @@ class Engine:
                   f"({self.n_done}/{self.n} requests)", end="", file=sys.stderr, flush=True)
 
     # ---- the loop ---------------------------------------------------------------------------------------------
+    def _fixed_routes(self):
+        """The replica of every request when the replicas of a fleet never interact, else None.
+
+        They do not when the router reads no state (Random: the router's own draws; RoundRobin:
+        the request's turn), every replica is on all day (no autoscaler), the arrivals are open-loop
+        (a closed loop's next request comes from whichever replica finishes first) and no replica
+        speculates (the acceptances come from one random stream, drawn in event order).
+        """
+        router = self.config.router if self.fleet else None
+        if (not isinstance(router, (Random, RoundRobin)) or self.closed or self.config.autoscaler is not None
+                or any(i.spec is not None or i.switch is not None for i in self.instances)):
+            return None
+        c = len(self.replicas)
+        if isinstance(router, RoundRobin):
+            return [rid % c for rid in range(self.n)]
+        return (self.route_draws * c).astype(np.int64).tolist()     # the router's int(u * c), for all at once
+
     def run(self):
+        self.last_open = self.open_times[-1] if self.open_times else INF
+        owner = self._fixed_routes()
+        if owner is None:
+            single = None
+            if not self.closed and not self.disaggregated and not self.fleet and len(self.instances) == 1:
+                single = self.replicas[0]
+            self._loop(self.open_times, range(self.n), single)
+        else:
+            # Decoupled: each replica is simulated alone over its own arrivals, one after the other:
+            # the same events in the same order for every replica (nothing another replica does
+            # reaches it), but a small heap and the one-server fast path (sees_arrivals) per replica.
+            self.replica_of = owner
+            mine = [[] for _ in self.replicas]
+            for rid, k in enumerate(owner):
+                mine[k].append(rid)
+            times = self.open_times
+            for rep, rids in zip(self.replicas, mine):
+                self._loop([times[rid] for rid in rids], rids, rep)
+            self.open_times = times
+        if self.progress:
+            print(file=sys.stderr)
+        if self.n_done != self.n:  # pragma: no cover - a bug, not a user error
+            raise RuntimeError(f"simulation stalled with {self.n - self.n_done} unfinished requests")
+        return self
+
+    def _loop(self, open_times, rids, replica):
+        """The event loop over the open-loop arrivals ``open_times`` (request ids ``rids``), all routed to
+        ``replica`` when given (one server, or one replica of a decoupled fleet), else to :meth:`_arrive`."""
         events, instances = self.events, self.instances
-        open_times = self.open_times
+        self.open_times = open_times
         n_open = self.n_open = len(open_times)
         self.next_open = 0
-        single = None
-        if not self.closed and not self.disaggregated and not self.fleet and len(instances) == 1:
-            single = instances[0]
+        single = replica.single if replica is not None else None
+        if single is not None:
+            # the next arrival bounds each run of decode steps: no run to cut when it comes
             single.sees_arrivals = True
         heappop = heapq.heappop
         arrival = self.arrival
@@ -569,11 +617,15 @@ class Engine:
                 if ta == INF:
                     break
                 self.next_open = i + 1
+                rid = rids[i]
                 if single is not None:
-                    arrival[i] = ta
-                    single.enqueue(i, ta)
+                    arrival[rid] = ta
+                    single.enqueue(rid, ta)
+                elif replica is not None:
+                    arrival[rid] = ta
+                    replica.enqueue(rid, ta)
                 else:
-                    self._arrive(i, ta)
+                    self._arrive(rid, ta)
                 continue
             t, kind, _, a, b = heappop(events)
             if kind == _END:
@@ -591,8 +643,4 @@ class Engine:
                 self._on_ready(t, a)
             else:
                 instances[a].on_timeout(t, b)
-        if self.progress:
-            print(file=sys.stderr)
-        if self.n_done != self.n:  # pragma: no cover - a bug, not a user error
-            raise RuntimeError(f"simulation stalled with {self.n - self.n_done} unfinished requests")
-        return self
+

@@ -189,7 +189,7 @@ class Static(_Instance):
             return
         first = min(e.arrival[dq[0]] for dq in self.waiting if dq)
         if not (self.n_waiting >= self.max_batch or t >= first + self.timeout
-                or e.arrivals_exhausted()):
+                or e.arrivals_exhausted(t)):
             if first + self.timeout < INF:
                 self.version += 1
                 heapq.heappush(e.events, (first + self.timeout, _TIMEOUT, next(e.counter),
