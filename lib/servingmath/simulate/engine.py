@@ -34,8 +34,8 @@ from .fleet import (CentralQueue, FleetConfig, LeastLoaded, PrefixAffinity, Rand
                     RoundRobin, ScheduledScaling)
 from .instance import _ARRIVAL, _END, _READY, _SCALE, _TRANSFER, _IDLE, _WAKE, INF, NAN
 from .pipeline import Pipeline
-from .policies import (Chunked, ChunkedFeatured, ChunkedTracked, DecodeOnly, PrefillFirst, PrefillFirstFeatured,
-                       PrefillFirstTracked, PrefillOnly, Static, StaticFeatured)
+from .policies import (Chunked, ChunkedFeatured, DecodeOnly, PrefillFirst, PrefillFirstFeatured, PrefillOnly, Static,
+                       StaticFeatured)
 from .steptimes import LibraryStepTimes
 
 # replica states in a fleet
@@ -180,12 +180,9 @@ class Engine:
             pipe = Pipeline(p, overhead, latency, per_token)
         options = dict(speculative=speculative, draft=draft, pipe=pipe)
         max_prefill = INF
-        # the instance classes: plain (the short paths), tracked (a fleet whose router reads the
-        # replicas' outstanding tokens) or featured (the KV manager's options, a pipeline, a
-        # speculation switch, a central queue)
+        # the instance classes: plain (the short paths) or featured (the KV manager's options, a
+        # pipeline, a speculation switch, a central queue)
         router = self.config.router if self.fleet else None
-        tracked = ((isinstance(router, LeastLoaded) and router.measure == "tokens")
-                   or (isinstance(router, PrefixAffinity) and router.fallback.measure == "tokens"))
         featured = isinstance(router, CentralQueue) or pipe is not None or isinstance(speculative, SpeculativeByLoad)
         if isinstance(policy, (ContinuousBatching, ChunkedPrefill)):
             options.update(block_size=policy.block_size, watermark=policy.watermark,
@@ -199,10 +196,10 @@ class Engine:
             index = len(self.instances)
             if isinstance(policy, ContinuousBatching):
                 max_prefill = self._prefill_cap(server, policy.max_prefill_tokens)
-                cls = PrefillFirstFeatured if featured else PrefillFirstTracked if tracked else PrefillFirst
+                cls = PrefillFirstFeatured if featured else PrefillFirst
                 inst = cls(self, index, label, steps, kv, policy, max_prefill, **options)
             elif isinstance(policy, ChunkedPrefill):
-                cls = ChunkedFeatured if featured else ChunkedTracked if tracked else Chunked
+                cls = ChunkedFeatured if featured else Chunked
                 inst = cls(self, index, label, steps, kv, policy, **options)
             else:
                 inst = (StaticFeatured if featured else Static)(self, index, label, steps, kv, policy, **options)

@@ -133,14 +133,15 @@ class _Instance:
         self.catchup = 0.0
         self.spec_log = []      # (time, on) at every switch
         # fleets: outstanding work (prompt tokens to prefill + output tokens to generate) at the last
-        # step boundary, and tokens per second the run of decode steps in progress takes off it
+        # step boundary, and tokens per second the run of decode steps in progress takes off it (kept
+        # by every instance: a few additions per action, cheaper than a subclass for the fleets that read them)
         self.work = 0
         self.drain = 0.0
         self.pull = False        # a central queue: take requests from it at every step boundary
         self.replica = 0
         # the per-step checks of the optional features, folded into one flag. An instance with any
-        # of the options above (or in a fleet whose router reads its load, or with a central queue)
-        # is built from a _Featured class; a plain one keeps the short paths of this class.
+        # of the options above (or a pipeline, or in a fleet with a central queue) is built from a
+        # _Featured class; a plain one keeps the short paths of this class.
         self.hooks = self.switch is not None or self.prio_preempt
 
     # ---- queue -----------------------------------------------------------------------------------
@@ -190,7 +191,9 @@ class _Instance:
     def _emit_prefill_token(self, rid, t):
         """A prefill (or re-prefill) ended: the sequence emits a token, then decodes or finishes."""
         e = self.e
-        e.produced[rid] += 1
+        p = e.produced[rid]
+        self.work -= e.prompt[rid] + p + 1      # its prompt is prefilled, one more output token is out
+        e.produced[rid] = p + 1
         if e.first_token[rid] != e.first_token[rid]:  # NaN: the first token
             e.first_token[rid] = t
         else:  # after a preemption: the recomputation yields the next token
@@ -501,6 +504,7 @@ class _Instance:
             K = min(K, int((self.kv_cap - self.kv_used) // B))   # until the KV cache is full
         K, A, beta, S, grow, dur = self._decode_segment(t, B, K)
         self.seg = (t, K, A, beta, S, grow)
+        self.drain = K * B / dur
         self.series.append((t, len(self.running), B, 0, self.kv_used))
         self.kind = _DECODE
         self.version += 1
@@ -543,6 +547,7 @@ class _Instance:
             self.G += K
             self.S += grow
             self.kv_used += grow
+            self.work -= grow
         self._finish_decodes(t)
 
     def _log_segment(self, t0, K, A, beta, s0=None, grow=None):
@@ -627,6 +632,7 @@ class _Instance:
             return self.plan(t)
         A = self._spec_step_time(self.B, self.S)
         self.seg = (t, 1, A, 0.0, self.S, self.B)
+        self.drain = 0.0       # a router sees the step's tokens only when it ends
         self.action = total
         self._log_action(t, 0)
         self._schedule(t + A, _DECODE)
@@ -725,9 +731,9 @@ class _Instance:
 
 class _Featured:
     """The paths of an instance with options: a paged KV cache (blocks, watermark, prefix caching),
-    priority preemption, a speculation switch, a pipeline, or a fleet that reads its load
-    (``work``) or feeds it from a central queue. Mixed in before a policy class, so a plain
-    instance keeps the short paths of :class:`_Instance`."""
+    priority preemption, a speculation switch, a pipeline, or a fleet that feeds it from a
+    central queue. Mixed in before a policy class, so a plain instance keeps the short paths of
+    :class:`_Instance`."""
 
     __slots__ = ()
 
@@ -917,30 +923,3 @@ class _Featured:
         if self.draft is not None and (self.switch is None or self.spec is not None):
             t += self.draft.iteration_time(tokens, kv, pairs, len(lengths))
         return t
-
-
-class _Tracked:
-    """A plain instance in a fleet whose router reads its outstanding tokens (``work``): the short
-    paths of :class:`_Instance`, plus the bookkeeping of ``work`` and ``drain``."""
-
-    __slots__ = ()
-
-    def _emit_prefill_token(self, rid, t):
-        e = self.e
-        self.work -= e.prompt[rid] + e.produced[rid] + 1
-        super()._emit_prefill_token(rid, t)
-
-    def _apply_decode(self, t):
-        K = self.seg[1]
-        if K:
-            self.work -= self.action if self.spec is not None else K * self.B
-        super()._apply_decode(t)
-
-    def _plan_decode(self, t):
-        super()._plan_decode(t)
-        if self.kind == _DECODE:
-            t0, K, A, beta, S, grow = self.seg
-            if t0 == t and self.spec is None:
-                self.drain = K * self.B / (K * A + beta * (K * S + grow * K * (K - 1) * 0.5))
-            else:
-                self.drain = 0.0

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import heapq
 
-from .instance import (INF, _IDLE, _MIXED, _PREFILL, _STATIC, _TIMEOUT, _TRANSFER, _WAKE, _Featured, _Instance,
-                       _Tracked)
+from .instance import INF, _IDLE, _MIXED, _PREFILL, _STATIC, _TIMEOUT, _TRANSFER, _WAKE, _Featured, _Instance
 
 class PrefillFirst(_Instance):
     """Continuous batching, prefill first (vLLM v0): admit and prefill, else decode."""
@@ -160,6 +159,7 @@ class Chunked(_Instance):
             self.G += 1
             self.S += grow
             self.kv_used += grow
+            self.work -= grow
             self._finish_decodes(t)
         self._advance_chunks(chunks, t)
 
@@ -472,20 +472,3 @@ class StaticFeatured(_Featured, Static):
     """:class:`Static` in a fleet that reads its load or feeds it from a central queue."""
 
     __slots__ = ()
-
-
-class PrefillFirstTracked(_Tracked, PrefillFirst):
-    """:class:`PrefillFirst` in a fleet whose router reads its outstanding tokens."""
-
-    __slots__ = ()
-
-
-class ChunkedTracked(_Tracked, Chunked):
-    """:class:`Chunked` in a fleet whose router reads its outstanding tokens."""
-
-    __slots__ = ()
-
-    def _apply_mixed(self, t):
-        if self.B:
-            self.work -= self.action[1]          # the decodes' tokens of this iteration
-        super()._apply_mixed(t)
