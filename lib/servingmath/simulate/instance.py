@@ -30,9 +30,9 @@ holds what they share:
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
+from heapq import heappop, heappush
 
 INF = math.inf
 NAN = math.nan
@@ -171,7 +171,7 @@ class _Instance:
         self.kind = kind
         self.version += 1
         e = self.e
-        heapq.heappush(e.events, (t_end, _END, next(e.counter), self.index, self.version))
+        heappush(e.events, (t_end, _END, next(e.counter), self.index, self.version))
 
     def _log_action(self, t, prefill_tokens):
         self.series.append((t, len(self.running), self.B, prefill_tokens, self.kv_used))
@@ -198,7 +198,7 @@ class _Instance:
             e.first_token[rid] = t
         else:  # after a preemption: the recomputation yields the next token
             e.extra.setdefault(rid, []).append([t, -1, 0, 0])
-        if e.produced[rid] >= e.out[rid]:
+        if p + 1 >= e.out[rid]:
             self._release(rid)
             e.finish(rid, t)
         else:
@@ -223,7 +223,7 @@ class _Instance:
             left = e.spec_sample(rid, left, self.spec)  # steps needed, tokens drawn per step
         f = g + left
         e.fin[rid] = f
-        heapq.heappush(self.heap, (f, rid))
+        heappush(self.heap, (f, rid))
         self.decoding[rid] = None
         self.B += 1
         self.S += e.prompt[rid] + p
@@ -457,7 +457,7 @@ class _Instance:
     def _clean_heap(self):
         heap, fin = self.heap, self.e.fin
         while heap and fin[heap[0][1]] != heap[0][0]:
-            heapq.heappop(heap)
+            heappop(heap)
 
     def _decode_segment(self, t, B, K):
         """The next run of up to ``K`` decode steps of ``B`` sequences that share one affine cost:
@@ -498,17 +498,19 @@ class _Instance:
         B = self.B
         heap, fin = self.heap, e.fin
         while fin[heap[0][1]] != heap[0][0]:
-            heapq.heappop(heap)
+            heappop(heap)
         K = heap[0][0] - self.G                       # until the next sequence finishes
-        if self.kv_cap != INF:
-            K = min(K, int((self.kv_cap - self.kv_used) // B))   # until the KV cache is full
+        if self.kv_cap != INF:                        # until the KV cache is full
+            room = int((self.kv_cap - self.kv_used) // B)
+            if room < K:
+                K = room
         K, A, beta, S, grow, dur = self._decode_segment(t, B, K)
         self.seg = (t, K, A, beta, S, grow)
         self.drain = K * B / dur
         self.series.append((t, len(self.running), B, 0, self.kv_used))
         self.kind = _DECODE
         self.version += 1
-        heapq.heappush(e.events, (t + dur, _END, next(e.counter), self.index, self.version))
+        heappush(e.events, (t + dur, _END, next(e.counter), self.index, self.version))
 
     def _truncate(self, t):
         """An arrival at t: end the run at the first step boundary at or after t."""
@@ -540,9 +542,10 @@ class _Instance:
         return self.e.prompt[rid] + self._produced_now(rid)
 
     def _apply_decode(self, t):
-        t0, K, A, beta, s0, grow = self.seg
+        seg = self.seg
+        K = seg[1]
         if K:
-            self.segments.append((t0, K, A, beta, s0, grow))
+            self.segments.append(seg)                 # (t0, K, A, beta, S0, growth per step)
             grow = self.action if self.spec is not None else K * self.B
             self.G += K
             self.S += grow
@@ -557,7 +560,7 @@ class _Instance:
         heap, e, G = self.heap, self.e, self.G
         fin = e.fin
         while heap and heap[0][0] <= G:
-            f, rid = heapq.heappop(heap)
+            f, rid = heappop(heap)
             if fin[rid] != f:
                 continue
             if self.spec is None and rid not in e.extra:  # the common case, inlined
@@ -715,9 +718,13 @@ class _Instance:
     def _prefill_seconds(self, lengths):
         """Seconds to prefill whole prompts of the given lengths in one iteration."""
         steps = self.steps
-        if steps.window is None:  # the common case, inlined
-            tokens = kv = sum(lengths)
-            pairs = sum(n * (n + 1) for n in lengths) * 0.5
+        if steps.window is None:  # the common case, inlined (whole numbers: exact in any order)
+            tokens = pairs = 0
+            for n in lengths:
+                tokens += n
+                pairs += n * (n + 1)
+            kv = tokens
+            pairs *= 0.5
         else:
             tokens, kv, pairs = 0, 0, 0.0
             for n in lengths:
@@ -818,7 +825,7 @@ class _Featured:
         B = self.B
         heap, fin = self.heap, e.fin
         while fin[heap[0][1]] != heap[0][0]:
-            heapq.heappop(heap)
+            heappop(heap)
         K = heap[0][0] - self.G                       # until the next sequence finishes
         if self.kv_cap != INF:                        # until the KV cache is full
             if self.bs == 1:
@@ -838,12 +845,13 @@ class _Featured:
         self.series.append((t, len(self.running), B, 0, self.kv_used))
         self.kind = _DECODE
         self.version += 1
-        heapq.heappush(e.events, (end, _END, next(e.counter), self.index, self.version))
+        heappush(e.events, (end, _END, next(e.counter), self.index, self.version))
 
     def _apply_decode(self, t):
-        t0, K, A, beta, s0, grow = self.seg
+        seg = self.seg
+        K = seg[1]
         if K:
-            self.segments.append((t0, K, A, beta, s0, grow))
+            self.segments.append(seg)
             if self.spec is not None:
                 tokens, kv = self.action, self.kv_action
             else:
@@ -860,7 +868,7 @@ class _Featured:
         heap, e, G = self.heap, self.e, self.G
         fin = e.fin
         while heap and heap[0][0] <= G:
-            f, rid = heapq.heappop(heap)
+            f, rid = heappop(heap)
             if fin[rid] != f:
                 continue
             if self.spec is None and rid not in e.extra:  # the common case, inlined
@@ -911,8 +919,12 @@ class _Featured:
         tokens of each already in the KV cache, skipped)."""
         steps = self.steps
         if cached is None and steps.window is None:  # the common case, inlined
-            tokens = kv = sum(lengths)
-            pairs = sum(n * (n + 1) for n in lengths) * 0.5
+            tokens = pairs = 0
+            for n in lengths:
+                tokens += n
+                pairs += n * (n + 1)
+            kv = tokens
+            pairs *= 0.5
         else:
             tokens, kv, pairs = 0, 0, 0.0
             for i, n in enumerate(lengths):
