@@ -90,6 +90,7 @@ class Engine:
     def __init__(self, config, seed, progress=False):
         w = config.workload
         self.config = config
+        self.seed = seed
         self.fleet = isinstance(config, FleetConfig)
         self.n = n = len(w)
         self.prompt = w.prompt_lens.tolist()
@@ -305,6 +306,7 @@ class Engine:
                 heapq.heappush(self.events, (0.0, _ARRIVAL, next(self.counter), rid, 0))
             self.next_rid = first
             self.pending_arrivals = first
+        self.last_open = self.open_times[-1] if self.open_times else INF   # see arrivals_exhausted
 
     # ---- the fleet: router, central queue, autoscaling -----------------------------------------------------
     def _setup_fleet(self):
@@ -562,14 +564,16 @@ class Engine:
             return [rid % c for rid in range(self.n)]
         return (self.route_draws * c).astype(np.int64).tolist()     # the router's int(u * c), for all at once
 
-    def run(self):
+    def run(self, workers=1):
+        """Run the loop to the end. ``workers`` > 1: the replicas of a decoupled fleet (see
+        :meth:`_fixed_routes`) are split among that many processes (ignored for other configurations)."""
         # the loop allocates millions of small tuples that live to the end (events, the logs): the
         # cyclic garbage collector would scan them again and again for nothing (a few per cent of
         # the time), so it pauses during the run
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self._run()
+            self._run(workers)
         finally:
             if collecting:
                 gc.enable()
@@ -579,26 +583,75 @@ class Engine:
             raise RuntimeError(f"simulation stalled with {self.n - self.n_done} unfinished requests")
         return self
 
-    def _run(self):
-        self.last_open = self.open_times[-1] if self.open_times else INF
+    def _run(self, workers=1):
         owner = self._fixed_routes()
         if owner is None:
             single = None
             if not self.closed and not self.disaggregated and not self.fleet and len(self.instances) == 1:
                 single = self.replicas[0]
             self._loop(self.open_times, range(self.n), single)
+            return
+        self._deal(owner)
+        if workers > 1 and len(self.replicas) > 1:
+            self._run_in_processes(min(workers, len(self.replicas)))
         else:
-            # Decoupled: each replica is simulated alone over its own arrivals, one after the other:
-            # the same events in the same order for every replica (nothing another replica does
-            # reaches it), but a small heap and the one-server fast path (sees_arrivals) per replica.
-            self.replica_of = owner
-            mine = [[] for _ in self.replicas]
-            for rid, k in enumerate(owner):
-                mine[k].append(rid)
-            times = self.open_times
-            for rep, rids in zip(self.replicas, mine):
-                self._loop([times[rid] for rid in rids], rids, rep)
-            self.open_times = times
+            self._run_replicas(range(len(self.replicas)))
+
+    def _deal(self, owner):
+        """Record the replica of every request, and each replica's requests in arrival order."""
+        self.replica_of = owner
+        self.mine = [[] for _ in self.replicas]
+        for rid, k in enumerate(owner):
+            self.mine[k].append(rid)
+
+    def _run_replicas(self, indices):
+        """Decoupled: each replica is simulated alone over its own arrivals, one after the other: the
+        same events in the same order for every replica (nothing another replica does reaches it),
+        but a small heap and the one-server fast path (sees_arrivals) per replica."""
+        times = self.open_times
+        for k in indices:
+            rids = self.mine[k]
+            self._loop([times[rid] for rid in rids], rids, self.replicas[k])
+        self.open_times = times
+
+    # what a result reads of a replica's requests and instances (see results.SimulationResult)
+    _PER_REQUEST = ("arrival", "scheduled", "first_token", "finish_time", "preemptions", "st_inst", "st_g0",
+                    "st_n", "cached_tokens")
+
+    def _outcome(self, indices):
+        """The state a result reads of the replicas ``indices``, to send back from a worker process."""
+        rids = [rid for k in indices for rid in self.mine[k]]
+        columns = {name: [getattr(self, name)[rid] for rid in rids]
+                   for name in self._PER_REQUEST if getattr(self, name) is not None}
+        extra = {rid: self.extra[rid] for rid in rids if rid in self.extra}
+        insts = [(inst.index, inst.segments, inst.series,
+                  None if inst.pc is None else (inst.pc.lookups, inst.pc.hits, inst.pc.hit_tokens),
+                  None if inst.pipe is None else inst.pipe.busy)
+                 for k in indices for inst in self.replicas[k].instances]
+        return rids, columns, extra, insts, self.n_done
+
+    def _run_in_processes(self, workers):
+        """The replicas dealt out to ``workers`` processes, each simulating its share from the same
+        configuration and seed (so the same arrivals and routes); their outcomes are copied back here."""
+        from concurrent.futures import ProcessPoolExecutor
+
+        shares = [list(range(w, len(self.replicas), workers)) for w in range(workers)]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(pool.map(_simulate_replicas, [self.config] * workers, [self.seed] * workers, shares))
+        for rids, columns, extra, insts, n_done in outcomes:
+            for name, values in columns.items():
+                column = getattr(self, name)
+                for rid, v in zip(rids, values):
+                    column[rid] = v
+            self.extra.update(extra)
+            for index, segments, series, pc, busy in insts:
+                inst = self.instances[index]
+                inst.segments, inst.series = segments, series
+                if pc is not None:
+                    inst.pc.lookups, inst.pc.hits, inst.pc.hit_tokens = pc
+                if busy is not None:
+                    inst.pipe.busy = busy
+            self.n_done += n_done
 
     def _loop(self, open_times, rids, replica):
         """The event loop over the open-loop arrivals ``open_times`` (request ids ``rids``), all routed to
@@ -648,3 +701,11 @@ class Engine:
             else:
                 instances[a].on_timeout(t, b)
 
+
+def _simulate_replicas(config, seed, indices):
+    """In a worker process: simulate the replicas ``indices`` of a decoupled fleet; return their outcome."""
+    engine = Engine(config, seed)
+    engine._deal(engine._fixed_routes())
+    gc.disable()                                    # as in Engine.run (the process ends after)
+    engine._run_replicas(indices)
+    return engine._outcome(indices)
