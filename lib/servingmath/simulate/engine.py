@@ -624,7 +624,9 @@ class Engine:
         columns = {name: [getattr(self, name)[rid] for rid in rids]
                    for name in self._PER_REQUEST if getattr(self, name) is not None}
         extra = {rid: self.extra[rid] for rid in rids if rid in self.extra}
-        insts = [(inst.index, inst.segments, inst.series,
+        # the logs as the arrays the result makes of them (quicker to send than lists of tuples)
+        insts = [(inst.index, np.array(inst.segments, dtype=float).reshape(-1, 6),
+                  np.array(inst.series, dtype=float).reshape(-1, 5),
                   None if inst.pc is None else (inst.pc.lookups, inst.pc.hits, inst.pc.hit_tokens),
                   None if inst.pipe is None else inst.pipe.busy)
                  for k in indices for inst in self.replicas[k].instances]

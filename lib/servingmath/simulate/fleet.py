@@ -58,6 +58,8 @@ event order). Each replica then runs alone over its own arrivals, on the
 one-server path that bounds every run of decode steps by its next arrival
 instead of cutting it: the same events in the same order for each replica, so
 the same results, bit for bit, at the cost per request of one server.
+``simulate(config, seed, workers=N)`` deals those replicas out to N processes
+(the same result again, in less wall-clock time).
 
 Autoscaling
 -----------
