@@ -185,7 +185,8 @@ def main(argv=None):
         print(f"  simulated time {duration:.0f} s, TTFT P50 {ttft * 1e3:.1f} ms, TPOT P50 {tpot * 1e3:.2f} ms")
         print(f"  best of {args.repeat}: {best:.3f} s wall -> {done / best:,.0f} simulated requests/s")
         print(f"  best of {args.repeat}: {best_cpu:.3f} s CPU  -> {done / best_cpu:,.0f} simulated requests/s "
-              "(CPU time of this one process: the figure to quote on a shared machine)")
+              + ("(CPU time of this one process: the figure to quote on a shared machine)" if args.workers == 1
+                 else "(CPU time of this process only: its workers' is not counted)"))
         if replicas > 1:
             day = 86400 * args.rate * replicas
             if args.workers > 1:     # the workers' CPU time is not this process's: quote the wall time
