@@ -74,6 +74,28 @@ def test_a_fleet_of_one_speculative_replica_is_the_single_server():
     same_records(single, fleet)
 
 
+@pytest.mark.parametrize("router", [sim.Random(), sim.RoundRobin()])
+@pytest.mark.parametrize("policy", [sim.ContinuousBatching(max_batch_size=12),
+                                    sim.ChunkedPrefill(token_budget=256, max_batch_size=32),
+                                    sim.StaticBatching(batch_size=6, timeout=0.05)])
+def test_independent_replicas_simulated_one_by_one_are_the_fleet_bit_for_bit(router, policy):
+    # without an autoscaler these replicas never interact: they are simulated one at a time (or dealt out
+    # to processes); a scaling that changes nothing keeps them in the fleet's one event loop
+    work = chat_workload(800, seed=5)
+    kw = dict(replicas=[sim.Replica(SERVER, policy)] * 3, router=router, workload=work, arrivals=Poisson(45.0))
+    apart = sim.simulate(sim.FleetConfig(**kw), seed=6)
+    together = sim.simulate(sim.FleetConfig(**kw, autoscaler=sim.ScheduledScaling([1e9], [3])), seed=6)
+    processes = sim.simulate(sim.FleetConfig(**kw), seed=6, workers=2)
+    assert len(set(apart.records.replica.tolist())) == 3
+    for other in (together, processes):
+        same_records(apart, other)
+        np.testing.assert_array_equal(apart.records.replica, other.records.replica)
+        for i in (0, 17, 799):
+            np.testing.assert_array_equal(apart.token_times(i), other.token_times(i))
+        for k in range(3):
+            np.testing.assert_array_equal(apart.timeseries(k)["kv_tokens"], other.timeseries(k)["kv_tokens"])
+
+
 # ---- queueing theory: M/M/c and c x M/M/1 ---------------------------------------------------------------
 C, RHO, STEP, MEAN_OUT = 4, 0.8, 1e-3, 1000
 SERVICE = MEAN_OUT * STEP                         # geometric(1/1000) steps of 1 ms: exponential to 0.05 %

@@ -11,13 +11,16 @@ decision, a replica ready after its warm-up) and hand it on. At equal times
 arrivals go first, so a request that arrives exactly at a step boundary joins
 there. Each instance jumps over whole runs of decode steps in closed form
 (:mod:`.instance`), so the loop sees a few events per request, not one per
-token. A fleet's router (:mod:`.fleet`) picks a replica per arrival.
+token. A fleet's router (:mod:`.fleet`) picks a replica per arrival; a fleet
+whose replicas never interact (:meth:`Engine._fixed_routes`) runs the loop once
+per replica over that replica's arrivals.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import gc
 import heapq
 import itertools
 import math
@@ -32,10 +35,10 @@ from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps
 from .config import ChunkedPrefill, ContinuousBatching, Disaggregated, SpeculativeByLoad
 from .fleet import (CentralQueue, FleetConfig, LeastLoaded, PrefixAffinity, Random, RateScaling,
                     RoundRobin, ScheduledScaling)
-from .instance import _ARRIVAL, _END, _READY, _SCALE, _TRANSFER, _IDLE, _WAKE, INF, NAN
+from .instance import _ARRIVAL, _DECODE, _END, _READY, _SCALE, _TRANSFER, _IDLE, _WAKE, INF, NAN
 from .pipeline import Pipeline
-from .policies import (Chunked, ChunkedFeatured, ChunkedTracked, DecodeOnly, PrefillFirst, PrefillFirstFeatured,
-                       PrefillFirstMultiStep, PrefillFirstTracked, PrefillOnly, Static, StaticFeatured)
+from .policies import (Chunked, ChunkedFeatured, DecodeOnly, PrefillFirst, PrefillFirstFeatured, PrefillFirstMultiStep,
+                       PrefillOnly, Static, StaticFeatured)
 from .steptimes import LibraryStepTimes
 
 # replica states in a fleet
@@ -87,6 +90,7 @@ class Engine:
     def __init__(self, config, seed, progress=False):
         w = config.workload
         self.config = config
+        self.seed = seed
         self.fleet = isinstance(config, FleetConfig)
         self.n = n = len(w)
         self.prompt = w.prompt_lens.tolist()
@@ -180,12 +184,9 @@ class Engine:
             pipe = Pipeline(p, overhead, latency, per_token)
         options = dict(speculative=speculative, draft=draft, pipe=pipe)
         max_prefill = INF
-        # the instance classes: plain (the short paths), tracked (a fleet whose router reads the
-        # replicas' outstanding tokens) or featured (the KV manager's options, a pipeline, a
-        # speculation switch, a central queue)
+        # the instance classes: plain (the short paths) or featured (the KV manager's options, a
+        # pipeline, a speculation switch, a central queue)
         router = self.config.router if self.fleet else None
-        tracked = ((isinstance(router, LeastLoaded) and router.measure == "tokens")
-                   or (isinstance(router, PrefixAffinity) and router.fallback.measure == "tokens"))
         featured = isinstance(router, CentralQueue) or pipe is not None or isinstance(speculative, SpeculativeByLoad)
         if isinstance(policy, (ContinuousBatching, ChunkedPrefill)):
             options.update(block_size=policy.block_size, watermark=policy.watermark,
@@ -199,16 +200,16 @@ class Engine:
             index = len(self.instances)
             if isinstance(policy, ContinuousBatching):
                 max_prefill = self._prefill_cap(server, policy.max_prefill_tokens)
-                cls = PrefillFirstFeatured if featured else PrefillFirstTracked if tracked else PrefillFirst
+                cls = PrefillFirstFeatured if featured else PrefillFirst
                 if policy.scheduler_steps > 1:
-                    if featured or tracked or speculative is not None:
+                    if featured or speculative is not None:
                         raise ValueError(f"scheduler_steps = {policy.scheduler_steps} (multi-step scheduling) runs "
                                          "on a plain replica: no speculative decoding, pipeline, prefix caching, "
-                                         "central queue or router that reads outstanding tokens")
+                                         "paged KV options or central queue")
                     cls = PrefillFirstMultiStep
                 inst = cls(self, index, label, steps, kv, policy, max_prefill, **options)
             elif isinstance(policy, ChunkedPrefill):
-                cls = ChunkedFeatured if featured else ChunkedTracked if tracked else Chunked
+                cls = ChunkedFeatured if featured else Chunked
                 inst = cls(self, index, label, steps, kv, policy, **options)
             else:
                 inst = (StaticFeatured if featured else Static)(self, index, label, steps, kv, policy, **options)
@@ -311,6 +312,7 @@ class Engine:
                 heapq.heappush(self.events, (0.0, _ARRIVAL, next(self.counter), rid, 0))
             self.next_rid = first
             self.pending_arrivals = first
+        self.last_open = self.open_times[-1] if self.open_times else INF   # see arrivals_exhausted
 
     # ---- the fleet: router, central queue, autoscaling -----------------------------------------------------
     def _setup_fleet(self):
@@ -347,7 +349,8 @@ class Engine:
 
     def _make_router(self, router):
         if isinstance(router, Random):
-            u = self.rng_route.random(self.n).tolist()
+            self.route_draws = self.rng_route.random(self.n)
+            u = self.route_draws.tolist()
 
             def route(rid, t):
                 reps = self.routable
@@ -397,30 +400,22 @@ class Engine:
         return route
 
     def _least_loaded(self, measure):
-        replicas = self.replicas
+        # the loads in a list, then the first smallest (ties to the lowest index): min and index
+        # run in C, quicker than comparing in a Python loop
         if measure == "requests":
             def route(rid, t):
                 if not self.flat:
                     return min(self.routable, key=_Replica.requests)
-                best, low = None, INF
-                for inst in self.routable_insts:
-                    load = len(inst.running) + inst.n_waiting
-                    if load < low:
-                        best, low = inst, load
-                return replicas[best.replica]
+                loads = [len(inst.running) + inst.n_waiting for inst in self.routable_insts]
+                return self.routable[loads.index(min(loads))]
             return route
 
         def route(rid, t):
             if not self.flat:
                 return min(self.routable, key=lambda rep: rep.tokens(t))
-            best, low = None, INF
-            for inst in self.routable_insts:        # inst.work_at(t), inlined
-                load = inst.work
-                if inst.kind == 1:                   # a run of decode steps in progress
-                    load -= (t - inst.seg[0]) * inst.drain
-                if load < low:
-                    best, low = inst, load
-            return replicas[best.replica]
+            loads = [inst.work - (t - inst.seg[0]) * inst.drain if inst.kind == _DECODE else inst.work
+                     for inst in self.routable_insts]         # inst.work_at(t), inlined
+            return self.routable[loads.index(min(loads))]
         return route
 
     def pull(self, inst, t):
@@ -515,10 +510,12 @@ class Engine:
         return steps
 
     # ---- arrivals and completions --------------------------------------------------------------------------
-    def arrivals_exhausted(self):
+    def arrivals_exhausted(self, t):
+        """Whether every request has arrived by ``t``, the time of the event being handled (arrivals
+        come first at equal times; a decoupled fleet's replica sees only its own arrivals)."""
         if self.closed:
             return self.pending_arrivals == 0
-        return self.next_open >= len(self.open_times)
+        return t >= self.last_open
 
     def _arrive(self, rid, t):
         self.arrival[rid] = t
@@ -556,14 +553,124 @@ class Engine:
                   f"({self.n_done}/{self.n} requests)", end="", file=sys.stderr, flush=True)
 
     # ---- the loop ---------------------------------------------------------------------------------------------
-    def run(self):
+    def _fixed_routes(self):
+        """The replica of every request when the replicas of a fleet never interact, else None.
+
+        They do not when the router reads no state (Random: the router's own draws; RoundRobin:
+        the request's turn), every replica is on all day (no autoscaler), the arrivals are open-loop
+        (a closed loop's next request comes from whichever replica finishes first) and no replica
+        speculates (the acceptances come from one random stream, drawn in event order).
+        """
+        router = self.config.router if self.fleet else None
+        if (not isinstance(router, (Random, RoundRobin)) or self.closed or self.config.autoscaler is not None
+                or any(i.spec is not None or i.switch is not None for i in self.instances)):
+            return None
+        c = len(self.replicas)
+        if isinstance(router, RoundRobin):
+            return [rid % c for rid in range(self.n)]
+        return (self.route_draws * c).astype(np.int64).tolist()     # the router's int(u * c), for all at once
+
+    def run(self, workers=1):
+        """Run the loop to the end. ``workers`` > 1: the replicas of a decoupled fleet (see
+        :meth:`_fixed_routes`) are split among that many processes (ignored for other configurations)."""
+        # the loop allocates millions of small tuples that live to the end (events, the logs): the
+        # cyclic garbage collector would scan them again and again for nothing (a few per cent of
+        # the time), so it pauses during the run
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._run(workers)
+        finally:
+            if collecting:
+                gc.enable()
+        if self.progress:
+            print(file=sys.stderr)
+        if self.n_done != self.n:  # pragma: no cover - a bug, not a user error
+            raise RuntimeError(f"simulation stalled with {self.n - self.n_done} unfinished requests")
+        return self
+
+    def _run(self, workers=1):
+        owner = self._fixed_routes()
+        if owner is None:
+            single = None
+            if not self.closed and not self.disaggregated and not self.fleet and len(self.instances) == 1:
+                single = self.replicas[0]
+            self._loop(self.open_times, range(self.n), single)
+            return
+        self._deal(owner)
+        if workers > 1 and len(self.replicas) > 1:
+            self._run_in_processes(min(workers, len(self.replicas)))
+        else:
+            self._run_replicas(range(len(self.replicas)))
+
+    def _deal(self, owner):
+        """Record the replica of every request, and each replica's requests in arrival order."""
+        self.replica_of = owner
+        self.mine = [[] for _ in self.replicas]
+        for rid, k in enumerate(owner):
+            self.mine[k].append(rid)
+
+    def _run_replicas(self, indices):
+        """Decoupled: each replica is simulated alone over its own arrivals, one after the other: the
+        same events in the same order for every replica (nothing another replica does reaches it),
+        but a small heap and the one-server fast path (sees_arrivals) per replica."""
+        times = self.open_times
+        for k in indices:
+            rids = self.mine[k]
+            self._loop([times[rid] for rid in rids], rids, self.replicas[k])
+        self.open_times = times
+
+    # what a result reads of a replica's requests and instances (see results.SimulationResult)
+    _PER_REQUEST = ("arrival", "scheduled", "first_token", "finish_time", "preemptions", "st_inst", "st_g0",
+                    "st_n", "cached_tokens")
+
+    def _outcome(self, indices):
+        """The state a result reads of the replicas ``indices``, to send back from a worker process."""
+        rids = [rid for k in indices for rid in self.mine[k]]
+        columns = {name: [getattr(self, name)[rid] for rid in rids]
+                   for name in self._PER_REQUEST if getattr(self, name) is not None}
+        extra = {rid: self.extra[rid] for rid in rids if rid in self.extra}
+        # the logs as the arrays the result makes of them (quicker to send than lists of tuples)
+        insts = [(inst.index, np.array(inst.segments, dtype=float).reshape(-1, 6),
+                  np.array(inst.series, dtype=float).reshape(-1, 5),
+                  None if inst.pc is None else (inst.pc.lookups, inst.pc.hits, inst.pc.hit_tokens),
+                  None if inst.pipe is None else inst.pipe.busy)
+                 for k in indices for inst in self.replicas[k].instances]
+        return rids, columns, extra, insts, self.n_done
+
+    def _run_in_processes(self, workers):
+        """The replicas dealt out to ``workers`` processes, each simulating its share from the same
+        configuration and seed (so the same arrivals and routes); their outcomes are copied back here."""
+        from concurrent.futures import ProcessPoolExecutor
+
+        shares = [list(range(w, len(self.replicas), workers)) for w in range(workers)]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(pool.map(_simulate_replicas, [self.config] * workers, [self.seed] * workers, shares))
+        for rids, columns, extra, insts, n_done in outcomes:
+            for name, values in columns.items():
+                column = getattr(self, name)
+                for rid, v in zip(rids, values):
+                    column[rid] = v
+            self.extra.update(extra)
+            for index, segments, series, pc, busy in insts:
+                inst = self.instances[index]
+                inst.segments, inst.series = segments, series
+                if pc is not None:
+                    inst.pc.lookups, inst.pc.hits, inst.pc.hit_tokens = pc
+                if busy is not None:
+                    inst.pipe.busy = busy
+            self.n_done += n_done
+
+    def _loop(self, open_times, rids, replica):
+        """The event loop over the open-loop arrivals ``open_times`` (request ids ``rids``), all routed to
+        ``replica`` when given (one server, or one replica of a decoupled fleet), else to :meth:`_arrive`."""
         events, instances = self.events, self.instances
-        open_times = self.open_times
+        self.open_times = open_times
         n_open = self.n_open = len(open_times)
         self.next_open = 0
-        single = None
-        if not self.closed and not self.disaggregated and not self.fleet and len(instances) == 1:
-            single = instances[0]
+        single = replica.single if replica is not None else None
+        if single is not None:
+            # the next arrival bounds each run of decode steps: no run to cut when it comes
             single.sees_arrivals = True
         heappop = heapq.heappop
         arrival = self.arrival
@@ -575,11 +682,15 @@ class Engine:
                 if ta == INF:
                     break
                 self.next_open = i + 1
+                rid = rids[i]
                 if single is not None:
-                    arrival[i] = ta
-                    single.enqueue(i, ta)
+                    arrival[rid] = ta
+                    single.enqueue(rid, ta)
+                elif replica is not None:
+                    arrival[rid] = ta
+                    replica.enqueue(rid, ta)
                 else:
-                    self._arrive(i, ta)
+                    self._arrive(rid, ta)
                 continue
             t, kind, _, a, b = heappop(events)
             if kind == _END:
@@ -597,8 +708,12 @@ class Engine:
                 self._on_ready(t, a)
             else:
                 instances[a].on_timeout(t, b)
-        if self.progress:
-            print(file=sys.stderr)
-        if self.n_done != self.n:  # pragma: no cover - a bug, not a user error
-            raise RuntimeError(f"simulation stalled with {self.n - self.n_done} unfinished requests")
-        return self
+
+
+def _simulate_replicas(config, seed, indices):
+    """In a worker process: simulate the replicas ``indices`` of a decoupled fleet; return their outcome."""
+    engine = Engine(config, seed)
+    engine._deal(engine._fixed_routes())
+    gc.disable()                                    # as in Engine.run (the process ends after)
+    engine._run_replicas(indices)
+    return engine._outcome(indices)

@@ -43,6 +43,24 @@ Routers
   M/G/c queue (M/M/c with exponential service): the pooled queue of
   :func:`servingmath.queueing.pooling_comparison`.
 
+How it is simulated
+-------------------
+One event loop runs all the replicas: an arrival goes to the replica the router
+picks, and each replica jumps over its runs of decode steps in closed form,
+cutting a run short when a request joins it. When the replicas cannot
+influence each other, the fleet is simulated one replica at a time instead:
+a :class:`Random` or :class:`RoundRobin` router (the replica of each request is
+fixed before the run: the router's own draws, or the request's turn), no
+autoscaler, open-loop arrivals (a :class:`~servingmath.workloads.ClosedLoop`
+client's next request depends on whichever replica finishes first) and no
+speculative decoding (its acceptances come from one random stream, drawn in
+event order). Each replica then runs alone over its own arrivals, on the
+one-server path that bounds every run of decode steps by its next arrival
+instead of cutting it: the same events in the same order for each replica, so
+the same results, bit for bit, at the cost per request of one server.
+``simulate(config, seed, workers=N)`` deals those replicas out to N processes
+(the same result again, in less wall-clock time).
+
 Autoscaling
 -----------
 ``autoscaler`` adds and removes replicas during the run: :class:`ScheduledScaling`

@@ -30,9 +30,9 @@ holds what they share:
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
+from heapq import heappop, heappush
 
 INF = math.inf
 NAN = math.nan
@@ -133,14 +133,15 @@ class _Instance:
         self.catchup = 0.0
         self.spec_log = []      # (time, on) at every switch
         # fleets: outstanding work (prompt tokens to prefill + output tokens to generate) at the last
-        # step boundary, and tokens per second the run of decode steps in progress takes off it
+        # step boundary, and tokens per second the run of decode steps in progress takes off it (kept
+        # by every instance: a few additions per action, cheaper than a subclass for the fleets that read them)
         self.work = 0
         self.drain = 0.0
         self.pull = False        # a central queue: take requests from it at every step boundary
         self.replica = 0
         # the per-step checks of the optional features, folded into one flag. An instance with any
-        # of the options above (or in a fleet whose router reads its load, or with a central queue)
-        # is built from a _Featured class; a plain one keeps the short paths of this class.
+        # of the options above (or a pipeline, or in a fleet with a central queue) is built from a
+        # _Featured class; a plain one keeps the short paths of this class.
         self.hooks = self.switch is not None or self.prio_preempt
 
     # ---- queue -----------------------------------------------------------------------------------
@@ -170,7 +171,7 @@ class _Instance:
         self.kind = kind
         self.version += 1
         e = self.e
-        heapq.heappush(e.events, (t_end, _END, next(e.counter), self.index, self.version))
+        heappush(e.events, (t_end, _END, next(e.counter), self.index, self.version))
 
     def _log_action(self, t, prefill_tokens):
         self.series.append((t, len(self.running), self.B, prefill_tokens, self.kv_used))
@@ -190,12 +191,14 @@ class _Instance:
     def _emit_prefill_token(self, rid, t):
         """A prefill (or re-prefill) ended: the sequence emits a token, then decodes or finishes."""
         e = self.e
-        e.produced[rid] += 1
+        p = e.produced[rid]
+        self.work -= e.prompt[rid] + p + 1      # its prompt is prefilled, one more output token is out
+        e.produced[rid] = p + 1
         if e.first_token[rid] != e.first_token[rid]:  # NaN: the first token
             e.first_token[rid] = t
         else:  # after a preemption: the recomputation yields the next token
             e.extra.setdefault(rid, []).append([t, -1, 0, 0])
-        if e.produced[rid] >= e.out[rid]:
+        if p + 1 >= e.out[rid]:
             self._release(rid)
             e.finish(rid, t)
         else:
@@ -220,7 +223,7 @@ class _Instance:
             left = e.spec_sample(rid, left, self.spec)  # steps needed, tokens drawn per step
         f = g + left
         e.fin[rid] = f
-        heapq.heappush(self.heap, (f, rid))
+        heappush(self.heap, (f, rid))
         self.decoding[rid] = None
         self.B += 1
         self.S += e.prompt[rid] + p
@@ -454,7 +457,7 @@ class _Instance:
     def _clean_heap(self):
         heap, fin = self.heap, self.e.fin
         while heap and fin[heap[0][1]] != heap[0][0]:
-            heapq.heappop(heap)
+            heappop(heap)
 
     def _decode_segment(self, t, B, K):
         """The next run of up to ``K`` decode steps of ``B`` sequences that share one affine cost:
@@ -495,16 +498,19 @@ class _Instance:
         B = self.B
         heap, fin = self.heap, e.fin
         while fin[heap[0][1]] != heap[0][0]:
-            heapq.heappop(heap)
+            heappop(heap)
         K = heap[0][0] - self.G                       # until the next sequence finishes
-        if self.kv_cap != INF:
-            K = min(K, int((self.kv_cap - self.kv_used) // B))   # until the KV cache is full
+        if self.kv_cap != INF:                        # until the KV cache is full
+            room = int((self.kv_cap - self.kv_used) // B)
+            if room < K:
+                K = room
         K, A, beta, S, grow, dur = self._decode_segment(t, B, K)
         self.seg = (t, K, A, beta, S, grow)
+        self.drain = K * B / dur
         self.series.append((t, len(self.running), B, 0, self.kv_used))
         self.kind = _DECODE
         self.version += 1
-        heapq.heappush(e.events, (t + dur, _END, next(e.counter), self.index, self.version))
+        heappush(e.events, (t + dur, _END, next(e.counter), self.index, self.version))
 
     def _truncate(self, t):
         """An arrival at t: end the run at the first step boundary at or after t."""
@@ -536,13 +542,15 @@ class _Instance:
         return self.e.prompt[rid] + self._produced_now(rid)
 
     def _apply_decode(self, t):
-        t0, K, A, beta, s0, grow = self.seg
+        seg = self.seg
+        K = seg[1]
         if K:
-            self.segments.append((t0, K, A, beta, s0, grow))
+            self.segments.append(seg)                 # (t0, K, A, beta, S0, growth per step)
             grow = self.action if self.spec is not None else K * self.B
             self.G += K
             self.S += grow
             self.kv_used += grow
+            self.work -= grow
         self._finish_decodes(t)
 
     def _log_segment(self, t0, K, A, beta, s0=None, grow=None):
@@ -552,7 +560,7 @@ class _Instance:
         heap, e, G = self.heap, self.e, self.G
         fin = e.fin
         while heap and heap[0][0] <= G:
-            f, rid = heapq.heappop(heap)
+            f, rid = heappop(heap)
             if fin[rid] != f:
                 continue
             if self.spec is None and rid not in e.extra:  # the common case, inlined
@@ -627,6 +635,7 @@ class _Instance:
             return self.plan(t)
         A = self._spec_step_time(self.B, self.S)
         self.seg = (t, 1, A, 0.0, self.S, self.B)
+        self.drain = 0.0       # a router sees the step's tokens only when it ends
         self.action = total
         self._log_action(t, 0)
         self._schedule(t + A, _DECODE)
@@ -709,9 +718,13 @@ class _Instance:
     def _prefill_seconds(self, lengths):
         """Seconds to prefill whole prompts of the given lengths in one iteration."""
         steps = self.steps
-        if steps.window is None:  # the common case, inlined
-            tokens = kv = sum(lengths)
-            pairs = sum(n * (n + 1) for n in lengths) * 0.5
+        if steps.window is None:  # the common case, inlined (whole numbers: exact in any order)
+            tokens = pairs = 0
+            for n in lengths:
+                tokens += n
+                pairs += n * (n + 1)
+            kv = tokens
+            pairs *= 0.5
         else:
             tokens, kv, pairs = 0, 0, 0.0
             for n in lengths:
@@ -725,9 +738,9 @@ class _Instance:
 
 class _Featured:
     """The paths of an instance with options: a paged KV cache (blocks, watermark, prefix caching),
-    priority preemption, a speculation switch, a pipeline, or a fleet that reads its load
-    (``work``) or feeds it from a central queue. Mixed in before a policy class, so a plain
-    instance keeps the short paths of :class:`_Instance`."""
+    priority preemption, a speculation switch, a pipeline, or a fleet that feeds it from a
+    central queue. Mixed in before a policy class, so a plain instance keeps the short paths of
+    :class:`_Instance`."""
 
     __slots__ = ()
 
@@ -812,7 +825,7 @@ class _Featured:
         B = self.B
         heap, fin = self.heap, e.fin
         while fin[heap[0][1]] != heap[0][0]:
-            heapq.heappop(heap)
+            heappop(heap)
         K = heap[0][0] - self.G                       # until the next sequence finishes
         if self.kv_cap != INF:                        # until the KV cache is full
             if self.bs == 1:
@@ -832,12 +845,13 @@ class _Featured:
         self.series.append((t, len(self.running), B, 0, self.kv_used))
         self.kind = _DECODE
         self.version += 1
-        heapq.heappush(e.events, (end, _END, next(e.counter), self.index, self.version))
+        heappush(e.events, (end, _END, next(e.counter), self.index, self.version))
 
     def _apply_decode(self, t):
-        t0, K, A, beta, s0, grow = self.seg
+        seg = self.seg
+        K = seg[1]
         if K:
-            self.segments.append((t0, K, A, beta, s0, grow))
+            self.segments.append(seg)
             if self.spec is not None:
                 tokens, kv = self.action, self.kv_action
             else:
@@ -854,7 +868,7 @@ class _Featured:
         heap, e, G = self.heap, self.e, self.G
         fin = e.fin
         while heap and heap[0][0] <= G:
-            f, rid = heapq.heappop(heap)
+            f, rid = heappop(heap)
             if fin[rid] != f:
                 continue
             if self.spec is None and rid not in e.extra:  # the common case, inlined
@@ -905,8 +919,12 @@ class _Featured:
         tokens of each already in the KV cache, skipped)."""
         steps = self.steps
         if cached is None and steps.window is None:  # the common case, inlined
-            tokens = kv = sum(lengths)
-            pairs = sum(n * (n + 1) for n in lengths) * 0.5
+            tokens = pairs = 0
+            for n in lengths:
+                tokens += n
+                pairs += n * (n + 1)
+            kv = tokens
+            pairs *= 0.5
         else:
             tokens, kv, pairs = 0, 0, 0.0
             for i, n in enumerate(lengths):
@@ -917,30 +935,3 @@ class _Featured:
         if self.draft is not None and (self.switch is None or self.spec is not None):
             t += self.draft.iteration_time(tokens, kv, pairs, len(lengths))
         return t
-
-
-class _Tracked:
-    """A plain instance in a fleet whose router reads its outstanding tokens (``work``): the short
-    paths of :class:`_Instance`, plus the bookkeeping of ``work`` and ``drain``."""
-
-    __slots__ = ()
-
-    def _emit_prefill_token(self, rid, t):
-        e = self.e
-        self.work -= e.prompt[rid] + e.produced[rid] + 1
-        super()._emit_prefill_token(rid, t)
-
-    def _apply_decode(self, t):
-        K = self.seg[1]
-        if K:
-            self.work -= self.action if self.spec is not None else K * self.B
-        super()._apply_decode(t)
-
-    def _plan_decode(self, t):
-        super()._plan_decode(t)
-        if self.kind == _DECODE:
-            t0, K, A, beta, S, grow = self.seg
-            if t0 == t and self.spec is None:
-                self.drain = K * self.B / (K * A + beta * (K * S + grow * K * (K - 1) * 0.5))
-            else:
-                self.drain = 0.0

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import heapq
 
-from .instance import (INF, _IDLE, _MIXED, _PREFILL, _STATIC, _TIMEOUT, _TRANSFER, _WAKE, _Featured, _Instance,
-                       _Tracked)
+from .instance import INF, _IDLE, _MIXED, _PREFILL, _STATIC, _TIMEOUT, _TRANSFER, _WAKE, _Featured, _Instance
 
 class PrefillFirst(_Instance):
     """Continuous batching, prefill first (vLLM v0): admit and prefill, else decode."""
@@ -201,6 +200,7 @@ class Chunked(_Instance):
             self.G += 1
             self.S += grow
             self.kv_used += grow
+            self.work -= grow
             self._finish_decodes(t)
         self._advance_chunks(chunks, t)
 
@@ -230,7 +230,7 @@ class Static(_Instance):
             return
         first = min(e.arrival[dq[0]] for dq in self.waiting if dq)
         if not (self.n_waiting >= self.max_batch or t >= first + self.timeout
-                or e.arrivals_exhausted()):
+                or e.arrivals_exhausted(t)):
             if first + self.timeout < INF:
                 self.version += 1
                 heapq.heappush(e.events, (first + self.timeout, _TIMEOUT, next(e.counter),
@@ -513,20 +513,3 @@ class StaticFeatured(_Featured, Static):
     """:class:`Static` in a fleet that reads its load or feeds it from a central queue."""
 
     __slots__ = ()
-
-
-class PrefillFirstTracked(_Tracked, PrefillFirst):
-    """:class:`PrefillFirst` in a fleet whose router reads its outstanding tokens."""
-
-    __slots__ = ()
-
-
-class ChunkedTracked(_Tracked, Chunked):
-    """:class:`Chunked` in a fleet whose router reads its outstanding tokens."""
-
-    __slots__ = ()
-
-    def _apply_mixed(self, t):
-        if self.B:
-            self.work -= self.action[1]          # the decodes' tokens of this iteration
-        super()._apply_mixed(t)
