@@ -75,6 +75,16 @@ class PrefixCache:
         self.hit_tokens = 0
 
 
+def _whole_prompt_counts(lengths):
+    """(tokens, KV tokens, attention pairs) of whole prompts prefilled together, no window, nothing
+    cached: sum n, sum n and sum n (n + 1) / 2 (whole numbers until the last step: exact in any order)."""
+    tokens = pairs = 0
+    for n in lengths:
+        tokens += n
+        pairs += n * (n + 1)
+    return tokens, tokens, pairs * 0.5
+
+
 class _Instance:
     """One model instance: waiting queues (one per priority class), a batch, a clock."""
 
@@ -718,13 +728,8 @@ class _Instance:
     def _prefill_seconds(self, lengths):
         """Seconds to prefill whole prompts of the given lengths in one iteration."""
         steps = self.steps
-        if steps.window is None:  # the common case, inlined (whole numbers: exact in any order)
-            tokens = pairs = 0
-            for n in lengths:
-                tokens += n
-                pairs += n * (n + 1)
-            kv = tokens
-            pairs *= 0.5
+        if steps.window is None:  # the common case
+            tokens, kv, pairs = _whole_prompt_counts(lengths)
         else:
             tokens, kv, pairs = 0, 0, 0.0
             for n in lengths:
@@ -918,13 +923,8 @@ class _Featured:
         """Seconds to prefill whole prompts of the given lengths in one iteration (``cached``: the
         tokens of each already in the KV cache, skipped)."""
         steps = self.steps
-        if cached is None and steps.window is None:  # the common case, inlined
-            tokens = pairs = 0
-            for n in lengths:
-                tokens += n
-                pairs += n * (n + 1)
-            kv = tokens
-            pairs *= 0.5
+        if cached is None and steps.window is None:  # the common case
+            tokens, kv, pairs = _whole_prompt_counts(lengths)
         else:
             tokens, kv, pairs = 0, 0, 0.0
             for i, n in enumerate(lengths):
