@@ -387,6 +387,11 @@ def test_the_cheat_sheet_is_computed_from_the_catalogs():
     line = next(l for l in custom.splitlines() if l.strip().startswith("my-chip"))
     assert re.search(r"\b250\b", line)                       # its ridge, 500e12 / 2e12
     assert len(sheet.splitlines()) <= 60 and max(map(len, sheet.splitlines())) <= 100   # one page
+    # a TP degree beyond one 8-GPU node is marked, with the note that its floor assumes NVLink throughout
+    row = next(l for l in sheet.splitlines() if l.strip().startswith("Llama-3.1-405B"))
+    assert row.rstrip().endswith("16*") and "more GPUs than one 8-GPU node" in sheet
+    assert "*" not in next(l for l in sheet.splitlines() if l.strip().startswith("Llama-3.1-70B"))
+    assert "more GPUs than one" not in custom
 
 
 def test_cheat_sheet_from_the_command_line():

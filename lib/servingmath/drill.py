@@ -849,6 +849,8 @@ def run_drill(questions, stdin=None, stdout=None, time_limit: float | None = Non
 CHEAT_ACCELERATORS = ("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "MI300X")
 CHEAT_MODELS = ("Llama-3.1-8B", "Mistral-7B", "Qwen2.5-7B", "Llama-2-7B", "Mixtral-8x7B", "Llama-3.1-70B",
                 "Qwen2.5-72B", "Llama-3.1-405B")
+#: GPUs that share one NVLink domain in the cheat sheet's servers (an HGX / DGX node of eight).
+GPUS_PER_NODE = 8
 #: The setting of the "real" columns of the cheat sheet: the book's one realistic setting
 #: (:data:`servingmath.settings.REALISTIC`: MFU 0.5, MBU 0.75, 0.4 ms per step, NCCL's all-reduce).
 CHEAT_SETTING = "realistic"
@@ -928,15 +930,21 @@ def cheat_sheet(accelerators=CHEAT_ACCELERATORS, models=CHEAT_MODELS, reference_
         f"  {'model':<16}{'params':>10}{'stored':>9}{'read':>9}{'KV/token':>10}{'KV @ 4k':>10}"
         f"{'floor peak':>11}{'real':>9}{'TP':>4}",
     ]
+    beyond_node = False
     for name in models:
         m = get_model(name)
         kv = kv_bytes_per_token(m)
         tp = min_tensor_parallel(m, ref, 4096)
         floors = [tensor_parallel_decode_time(m, ref, 1, 0, tensor_parallel=tp, setting=st)
                   for st in ("physical", real)]
+        mark = "*" if tp > GPUS_PER_NODE else ""
+        beyond_node = beyond_node or bool(mark)
         lines.append(f"  {m.name:<16}{parameter_count(m) / 1e9:>7.1f} bn{weight_bytes(m) / 1e9:>6.1f} GB"
                      f"{weight_bytes_read(m, 1) / 1e9:>6.1f} GB{kv / 1024:>6.0f} KiB{kv * 4096 / 2**30:>6.2f} GiB"
-                     f"{floors[0] * 1e3:>8.1f} ms{floors[1] * 1e3:>6.1f} ms{tp:>4}")
+                     f"{floors[0] * 1e3:>8.1f} ms{floors[1] * 1e3:>6.1f} ms{tp:>4}{mark}")
+    if beyond_node:
+        lines += [f"  * more GPUs than one {GPUS_PER_NODE}-GPU node: this floor prices every all-reduce on NVLink,",
+                  "    a lower bound (between nodes the all-reduces cross the network)"]
     reading = tpot_for_reading_speed()
     lines += [
         "",
