@@ -770,7 +770,8 @@ _ENGINES = [("nim", r"\bnim\b"), ("tensorrt-llm", r"tensorrt|trt-?llm"), ("sglan
 
 _VLLM_V1 = ("vllm-project/vllm vllm/engine/arg_utils.py @ 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b "
             "(EngineArgs defaults: >= 70 GiB and not an A100: max_num_batched_tokens 8192 (API server) / 16384 "
-            "(LLM class), max_num_seqs 1024; else 2048 / 8192 and 256; TPU v5e 512 / 1024)")
+            "(LLM class), max_num_seqs 1024; else 2048 / 8192 and 256; TPU by chip: v6e 1024 / 2048, v5e 512 / "
+            "1024, v5p 256 / 512, max_num_seqs capped at the token budget)")
 _VLLM_V0 = ("vllm-project/vllm vllm/config.py @ 0004438383ee731a6e44708609d175c48528a8d0 (SchedulerConfig: "
             "without chunked prefill max_num_batched_tokens = max(max_model_len, 2048)) and "
             "vllm/engine/arg_utils.py @ 001999d2f360c2c5da23a916510c273b1a73d06c (max_num_seqs 256 in V0)")
@@ -853,7 +854,13 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
         if v1:
             large = acc.memory_bytes >= 70 * GiB and "a100" not in acc.name.lower()
             if acc.name.startswith("TPU"):
-                budget, seqs, klass = (1024 if offline else 512), 256, "TPU v5e"
+                # vLLM's TPU defaults by chip (LLM class / API server); the sequences are the GPU
+                # default for the chip's memory, capped at the token budget
+                chip = acc.name.split("-")[-1].upper()
+                budget = {"V6E": (2048, 1024), "V5E": (1024, 512), "V5P": (512, 256)}.get(
+                    chip, (8192, 2048))[0 if offline else 1]
+                seqs = min(1024 if acc.memory_bytes >= 70 * GiB else 256, budget)
+                klass = f"TPU {chip.lower()}"
             elif large:
                 budget, seqs, klass = (16384 if offline else 8192), 1024, ">= 70 GiB, not A100"
             else:
