@@ -72,7 +72,11 @@ def test_the_general_resolver_reproduces_every_documented_spelling_of_the_book()
     ("AMD Instinct MI300X", "MI300X", True), ("TPU v5e-8", "TPU-v5e", True), ("TPU v5e-1", "TPU-v5e", True),
     ("1 x A100 80G", "A100-SXM4-80GB", False), ("A100 (40GB per rest of blog)", "A100-SXM4-40GB", False),
     ("4 x H200", "H200-SXM-141GB", False), ("GB200 192GB (GB200 NVL72)", "GB200", True),
-    ("NVIDIA A10G", "A10G", True)])
+    ("NVIDIA A10G", "A10G", True), ("TPU v6e-8", "TPU-v6e", True), ("Trillium", "TPU-v6e", True),
+    ("v5p-8", "TPU-v5p", True), ("NVIDIA L4", "L4", True), ("H100-80GB-HBM3", "H100-SXM5-80GB", False),
+    ("p5.48xlarge", "H100-SXM5-80GB", True), ("p4d.24xlarge", "A100-SXM4-40GB", True),
+    ("g6e.12xlarge", "L40S", True), ("a3-highgpu-8g", "H100-SXM5-80GB", True),
+    ("a2-ultragpu-1g", "A100-SXM4-80GB", True), ("Standard_ND96isr_H100_v5", "H100-SXM5-80GB", True)])
 def test_hardware_spellings_benchmarks_use(text, name, stated):
     acc, note = resolve_accelerator(text)
     assert acc.name == name

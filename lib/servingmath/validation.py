@@ -140,6 +140,7 @@ __all__ = [
     "calibrate",
     "family_efficiency",
     "POOLED",
+    "CLOUD_INSTANCES",
     "calibration_table",
     "percentage_errors",
     "error_summary",
@@ -275,7 +276,30 @@ def _hardware_candidates(text: str):
     bare = re.sub(r"[\s-]*\d+\s*G(?:B|iB)?\b", "", base, flags=re.IGNORECASE)
     add(bare)
     add(re.sub(r"-\d+$", "", bare))                                 # a TPU slice: "v5e-8" is 8 chips
+    add(re.sub(r"[\s-]*\b(HBM\d?e?|GDDR\d\w?)\b", "", bare, flags=re.IGNORECASE))   # "H100-80GB-HBM3"
+    # a cloud instance type: AWS "p5.48xlarge" -> "p5", GCP "a3-highgpu-8g" -> "a3-highgpu" (catalog aliases)
+    add(re.sub(r"\.\d*x?large$|\.metal$", "", base.strip(), flags=re.IGNORECASE))
+    add(re.sub(r"-\d+g$", "", base.strip(), flags=re.IGNORECASE))
     return seen
+
+
+#: Cloud instance types benchmarks name instead of the GPU, and the part each provider lists for it
+#: (AWS EC2 accelerated-computing instance types, Google Cloud GPU machine types, Azure ND-series
+#: sizes; read 2026-12-01). Keys are the names with the size stripped (``p5.48xlarge`` -> ``p5``,
+#: ``a3-highgpu-8g`` -> ``a3-highgpu``), compared case-blind.
+CLOUD_INSTANCES = {
+    "p5": ("H100-SXM5-80GB", "AWS"), "p5e": ("H200-SXM-141GB", "AWS"), "p5en": ("H200-SXM-141GB", "AWS"),
+    "p4d": ("A100-SXM4-40GB", "AWS"), "p4de": ("A100-SXM4-80GB", "AWS"), "p6-b200": ("B200-SXM-180GB", "AWS"),
+    "g5": ("A10G", "AWS"), "g6": ("L4", "AWS"), "g6e": ("L40S", "AWS"),
+    "a2-highgpu": ("A100-SXM4-40GB", "Google Cloud"), "a2-ultragpu": ("A100-SXM4-80GB", "Google Cloud"),
+    "a3-highgpu": ("H100-SXM5-80GB", "Google Cloud"), "a3-megagpu": ("H100-SXM5-80GB", "Google Cloud"),
+    "a3-edgegpu": ("H100-SXM5-80GB", "Google Cloud"), "a3-ultragpu": ("H200-SXM-141GB", "Google Cloud"),
+    "a4-highgpu": ("B200-SXM-180GB", "Google Cloud"), "g2-standard": ("L4", "Google Cloud"),
+    "standard nd96isr h100 v5": ("H100-SXM5-80GB", "Azure"), "nd h100 v5": ("H100-SXM5-80GB", "Azure"),
+    "standard nd96isr h200 v5": ("H200-SXM-141GB", "Azure"), "nd h200 v5": ("H200-SXM-141GB", "Azure"),
+    "standard nd96amsr a100 v4": ("A100-SXM4-80GB", "Azure"),
+    "standard nd96isr mi300x v5": ("MI300X", "Azure"), "nd mi300x v5": ("MI300X", "Azure"),
+}
 
 
 def resolve_accelerator(text, *, accelerators=None):
@@ -324,6 +348,10 @@ def resolve_accelerator(text, *, accelerators=None):
         if name is not None:
             found, via = get_accelerator(name), candidate
             break
+        instance = CLOUD_INSTANCES.get(candidate.casefold())
+        if instance is not None:
+            return get_accelerator(instance[0]), (f"cloud instance {text!r}: {instance[1]} lists it with "
+                                                  f"{instance[0]} (CLOUD_INSTANCES)")
     if found is None:
         catalog = list(accelerator_catalog())
         raise KeyError(f"hardware {text!r} is not in the accelerator catalog (tried "
