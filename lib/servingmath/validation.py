@@ -395,6 +395,22 @@ SAME_SHAPES = {
                                      "the arithmetic does not use"),
     "llama-3.3-70b": ("Llama-3.1-70B", "Llama-3.3-70B is a retrained Llama-3.1-70B with the same "
                                        "architecture (config.json identical in every shape)"),
+    # reasoning models trained from a base the catalog has: the same architecture, other weights
+    "deepseek-r1": ("DeepSeek-V3", "DeepSeek-R1 is trained from DeepSeek-V3-Base: V3's architecture in every "
+                                   "shape (MLA, 256 routed experts, 8 active)"),
+    "deepseek-r1-0528": ("DeepSeek-V3", "DeepSeek-R1-0528 is an update of DeepSeek-R1: V3's architecture"),
+    "deepseek-v3-0324": ("DeepSeek-V3", "DeepSeek-V3-0324 is a later checkpoint of DeepSeek-V3: the same "
+                                        "architecture"),
+    "deepseek-r1-distill-llama-70b": ("Llama-3.1-70B", "DeepSeek-R1-Distill-Llama-70B is a fine-tune of "
+                                                       "Llama-3.3-70B-Instruct: Llama-3.1-70B's shapes"),
+    "deepseek-r1-distill-llama-8b": ("Llama-3.1-8B", "DeepSeek-R1-Distill-Llama-8B is a fine-tune of "
+                                                     "Llama-3.1-8B: its shapes"),
+    "deepseek-r1-distill-qwen-32b": ("Qwen2.5-32B", "DeepSeek-R1-Distill-Qwen-32B is a fine-tune of "
+                                                    "Qwen2.5-32B: its shapes"),
+    "deepseek-r1-distill-qwen-7b": ("Qwen2.5-7B", "DeepSeek-R1-Distill-Qwen-7B is a fine-tune of "
+                                                  "Qwen2.5-Math-7B, which has Qwen2.5-7B's shapes (only its "
+                                                  "RoPE base differs, which the arithmetic does not use)"),
+    "qwq-32b": ("Qwen2.5-32B", "QwQ-32B is trained from Qwen2.5-32B: its shapes"),
 }
 
 #: The book's own CSV model strings and where they resolve (documentation; the resolver reproduces it).
