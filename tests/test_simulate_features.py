@@ -390,6 +390,9 @@ def test_multi_step_scheduling_costs_ttft_about_half_a_run_and_no_throughput():
     run = 10 * one.tpot.mean                         # seconds of one run of ten decode steps
     extra = ten.ttft.mean - one.ttft.mean            # an arrival waits for the rest of the run
     assert 0.3 * run < extra < 0.6 * run, (extra, run)
+    # the closed form: an arrival waits for the rest of the run, (n - 1) d / 2 more than for one step
+    from servingmath.prefill import multistep_wait
+    assert extra == pytest.approx(multistep_wait(one.itl.p50, 10), rel=0.15)
     assert ten.output_throughput == pytest.approx(one.output_throughput, rel=0.01)
     assert ten.tpot.mean == pytest.approx(one.tpot.mean, rel=0.05)
 

@@ -76,6 +76,7 @@ __all__ = [
     "body_parameter_count",
     "BURST_SCHEDULES",
     "chunked_prefill_time",
+    "multistep_wait",
 ]
 
 BURST_SCHEDULES = ("batched", "sequential")
@@ -476,3 +477,31 @@ def chunked_prefill_time(dep: Deployment, prompt_len, *, chunk_size=None, token_
     steps = np.asarray(combine(dep.overlap, time_parts(dep, iteration_work(dep, it))), dtype=float)
     steps = np.broadcast_to(steps, sizes.shape)
     return steps.copy() if check_bool("per_step", per_step) else float(steps.sum())
+
+
+def multistep_wait(decode_step_time, scheduler_steps):
+    """Mean extra wait before a new request's prefill when the engine decides once every n decode steps.
+
+    Derived in the chapter "Scheduling and tail latency" (notebooks/10_scheduling.ipynb).
+
+    vLLM 0.6's multi-step scheduling (``--num-scheduler-steps n``) runs n decode steps of
+    ``decode_step_time`` d seconds per scheduling decision, and looks at the queue only between
+    runs. A request arriving at a random moment of a busy engine (Poisson arrivals see time
+    averages) waits for the rest of the run: n d / 2 on average, against d / 2 when the engine
+    decides after every step. The extra wait is
+
+        W_n = (n - 1) d / 2.
+
+    It holds while the engine is decoding whenever a request arrives (a busy batch, prefills a
+    small share of the time); an idle engine admits at once.
+
+    Examples
+    --------
+    >>> round(multistep_wait(0.008, 10) * 1e3, 1)   # ms: ten steps of 8 ms per decision
+    36.0
+    >>> multistep_wait(0.008, 1)
+    0.0
+    """
+    d = check_positive("decode_step_time", decode_step_time)
+    n = check_integer("scheduler_steps", scheduler_steps, minimum=1)
+    return scalar_or_array((np.asarray(n) - 1) * np.asarray(d) / 2)
