@@ -671,7 +671,7 @@ class Engine:
         single = replica.single if replica is not None else None
         if single is not None:
             # the next arrival bounds each run of decode steps: no run to cut when it comes
-            single.sees_arrivals = True
+            single.sees_arrivals = single.WATCHES_ARRIVALS
         heappop = heapq.heappop
         arrival = self.arrival
         while True:

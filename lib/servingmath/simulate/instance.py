@@ -88,6 +88,10 @@ def _whole_prompt_counts(lengths):
 class _Instance:
     """One model instance: waiting queues (one per priority class), a batch, a clock."""
 
+    #: Whether the one-server fast path may end each run of decode steps at the next open-loop
+    #: arrival (``sees_arrivals``); a scheduler whose runs ignore arrivals says no.
+    WATCHES_ARRIVALS = True
+
     __slots__ = ("e", "index", "name", "steps", "kv_cap", "max_batch", "waiting", "n_waiting",
                  "running", "decoding", "heap", "G", "B", "S", "kv_used", "kind", "version", "seg",
                  "action", "sees_arrivals", "watching", "segments", "series", "lines",

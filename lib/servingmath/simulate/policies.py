@@ -58,6 +58,7 @@ class PrefillFirstMultiStep(PrefillFirst):
     """
 
     __slots__ = ("n_steps", "left")
+    WATCHES_ARRIVALS = False                   # a run's length does not depend on arrivals
 
     def __init__(self, engine, index, name, steps, kv_capacity, policy, max_prefill, **options):
         super().__init__(engine, index, name, steps, kv_capacity, policy, max_prefill, **options)
@@ -77,7 +78,6 @@ class PrefillFirstMultiStep(PrefillFirst):
         super()._plan_decode(t)
 
     def _decode_segment(self, t, B, K):
-        self.sees_arrivals = False            # the run's length does not depend on arrivals
         return super()._decode_segment(t, B, min(K, self.left))
 
     def _apply_decode(self, t):
