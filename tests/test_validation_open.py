@@ -443,3 +443,21 @@ def test_comm_per_layer_over_nccls_model_reaches_the_simulator_as_a_per_step_cos
                if m.path == "simulator" and m.tensor_parallel > 1 and m.metric == "itl_ms")
     slower = predict(row, e, "per_gpu", seeds=(0,))
     assert slower > predict(row, BASELINE, "per_gpu", seeds=(0,))
+
+
+def test_a_poisson_run_is_replayed_at_the_number_of_requests_it_states(open_data):
+    # sglang.bench_serving --num-prompts 2400 --request-rate 8: the throughput is all output over the whole
+    # run (arrivals plus the drain), and a load past capacity builds a queue that grows with the run, so
+    # the simulation replays the 2400 requests, not 40 s of arrivals (320)
+    stated = [m for m in open_data.measurements if m.sim is not None and m.sim.load[0] == "poisson"
+              and validation._stated_requests(m.raw)]
+    assert stated
+    for m in stated:
+        want = min(validation._stated_requests(m.raw) // m.data_parallel,
+                   validation.SIM_REQUESTS["full"]["poisson_stated_max"])
+        assert m.sim.n_requests == want, m.describe()
+    m = open_data.by_row(191)          # DataCrunch, Poisson 4 req/s, 1200 prompts, 2048 output tok/s measured
+    assert m.sim.n_requests == 1200 and m.metric == "throughput_tok_s"
+    assert abs(predict(m, BASELINE, seeds=(0,)) / m.value - 1) < 0.1   # 40 s of arrivals gave -25 %: the drain
+    small = load_published_measurements(validation.open_data_path(), simulation="small").by_row(191)
+    assert small.sim.n_requests == 150 and any("a shorter run than measured" in a for a in small.assumptions)

@@ -1342,11 +1342,19 @@ def _refuse(index, raw, source, category, reason):
 
 
 #: The largest runs a simulated row replays (requests): enough for steady state, small enough for a chapter.
+#: A Poisson run that states its number of requests is replayed at that number (up to
+#: ``poisson_stated_max``): its throughput is all output over the whole run, arrivals plus the drain of
+#: the last requests, and a load beyond capacity builds a queue (and a batch) that grows with the run,
+#: so a shorter replay of the same rate measures something else (``sglang.bench_serving`` and
+#: ``vllm bench serve`` send ``--num-prompts`` requests at ``--request-rate`` and divide by the run's
+#: duration). Without a stated number, ``poisson_seconds`` of arrivals.
 SIM_REQUESTS = {
     "full": {"closed_per_client": 4, "closed_min": 60, "closed_max": 1200, "poisson_seconds": 40,
-             "poisson_min": 150, "poisson_max": 400, "offline_default": 1000, "offline_max": 6000},
+             "poisson_min": 150, "poisson_max": 400, "poisson_stated_max": 6000, "offline_default": 1000,
+             "offline_max": 6000},
     "small": {"closed_per_client": 2, "closed_min": 40, "closed_max": 500, "poisson_seconds": 25,
-              "poisson_min": 100, "poisson_max": 150, "offline_default": 600, "offline_max": 600},
+              "poisson_min": 100, "poisson_max": 150, "poisson_stated_max": 150, "offline_default": 600,
+              "offline_max": 600},
 }
 
 
@@ -1356,6 +1364,8 @@ def _sim_requests(load, stated, budget="full"):
     if kind == "closed":
         n = min(max(caps["closed_per_client"] * value, caps["closed_min"]), caps["closed_max"])
     elif kind == "poisson":
+        if stated:
+            return int(min(stated, caps["poisson_stated_max"]))
         n = min(max(int(value * caps["poisson_seconds"]), caps["poisson_min"]), caps["poisson_max"])
     else:
         return int(min(stated, caps["offline_max"])) if stated else caps["offline_default"]
@@ -1395,7 +1405,8 @@ def load_published_measurements(path=None, root=None, *, config_dir=None, accele
         the rest) instead of listing it.
     simulation : {"full", "small"}
         How many requests a simulated row replays (:data:`SIM_REQUESTS`): ``"full"`` the stated
-        number (up to 6000 offline, 400 online), ``"small"`` at most 150 online and 600 offline, for
+        number (up to 6000 offline or at a stated Poisson rate, 400 for a closed loop or an unstated
+        Poisson run), ``"small"`` at most 150 online and 600 offline, for
         a chapter that must run in seconds; then an offline row's latencies over more requests than
         that are refused (they grow with the queue of requests offered at once).
 
@@ -1611,6 +1622,9 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
                                                 f"the queue; the simulation budget '{simulation}' replays {n}")
         assumptions.append(f"simulated with {n} of the {stated_n // dp} requests per replica offered at once "
                            "(the throughput of a shorter run)")
+    if load[0] == "poisson" and stated_n and stated_n // dp > n:
+        assumptions.append(f"simulated with {n} of the {stated_n // dp} requests per replica (simulation budget "
+                           f"'{simulation}'): a shorter run than measured, whose drain and any queue weigh differently")
     workload = lengths
     if lengths[0] == "dataset":
         workload = ("dataset", lengths[1]) + (_scales(lengths[1], lengths[3]) if lengths[3] else (1.0, 1.0))
