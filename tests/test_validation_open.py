@@ -461,3 +461,39 @@ def test_a_poisson_run_is_replayed_at_the_number_of_requests_it_states(open_data
     assert abs(predict(m, BASELINE, seeds=(0,)) / m.value - 1) < 0.1   # 40 s of arrivals gave -25 %: the drain
     small = load_published_measurements(validation.open_data_path(), simulation="small").by_row(191)
     assert small.sim.n_requests == 150 and any("a shorter run than measured" in a for a in small.assumptions)
+
+
+def test_tensorrt_llm_prefills_whole_contexts_beside_the_generations():
+    # TensorRT-LLM's default: chunked context off (llm_args.py enable_chunked_prefill=False); in-flight
+    # batching adds whole context requests beside the generations while max_num_tokens lasts
+    from servingmath import simulate as sim
+    from servingmath.prefill import prefill_time
+    from servingmath.workloads import Timestamps, Workload
+
+    for framework in ("TensorRT-LLM 1.0", "NIM 1.8.0 (TensorRT-LLM backend)"):
+        s = engine_scheduler(framework, "H100", "Llama-3.1-8B")
+        assert (s["policy"], s["chunk_prompts"], s["token_budget"]) == ("chunked", False, 8192)
+        assert "enable_chunked_prefill" in s["source"] and "chunked context off" in s["label"]
+    assert engine_scheduler("vLLM 0.11", "H100", "Llama-3.1-8B")["chunk_prompts"] is True
+    server = sim.Server("Llama-3.1-8B", "H100-SXM5-80GB")
+
+    def first_tokens(chunk):
+        policy = sim.ChunkedPrefill(token_budget=8192, max_batch_size=8, chunk_prompts=chunk)
+        config = sim.SimulationConfig(server, Workload.fixed(3, 5000, 4), Timestamps([0.0, 0.0, 0.0]), policy)
+        return sim.simulate(config, 0).records.first_token
+
+    whole, split = first_tokens(False), first_tokens(True)
+    alone = prefill_time("Llama-3.1-8B", "H100-SXM5-80GB", 5000)
+    # whole: one prompt per iteration (5000 + 5000 > 8192), the first tokens one prefill apart
+    assert whole[0] == pytest.approx(alone, rel=1e-9)
+    assert np.diff(whole).min() > 0.95 * alone
+    # chunked: 3192 tokens of the second prompt share the first iteration, and the second and third
+    # prompts end in the same iteration: their first tokens (and so their finishes) bunch
+    assert split[0] > 1.4 * alone and split[1] == split[2]
+    with pytest.raises(ValueError, match="chunk_prompts"):
+        sim.ChunkedPrefill(chunk_prompts="no")
+
+
+def test_nim_closed_loop_rows_run_tensorrt_llms_whole_context_batching(open_data):
+    rows = [m for m in open_data.measurements if m.sim is not None and "NIM" in m.source]
+    assert rows and all(m.sim.chunk_prompts is False and "whole prompts" in m.describe() for m in rows)

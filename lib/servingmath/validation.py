@@ -828,7 +828,11 @@ _SGLANG = ("SGLang python/sglang/srt/server_args.py (chunked_prefill_size 8192 o
 _TRTLLM = ("TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (BaseLlmArgs: max_batch_size 2048, max_num_tokens 8192; "
            "KV cache free_gpu_memory_fraction 0.9 of the memory left after the weights; capacity scheduler "
            "GUARANTEED_NO_EVICT reserves each request's whole sequence) as stored in the search index, and "
-           "docs/source/performance/perf-overview.md @ 00f37686aa854010d68bcbd0f4ab000221541ca6")
+           "docs/source/performance/perf-overview.md @ 00f37686aa854010d68bcbd0f4ab000221541ca6; chunked context off "
+           "by default (llm_args.py @ fcd3f31682808ae56118ae43c1d7864a3a945e6f: enable_chunked_prefill = "
+           "Field(default=False)), so the in-flight batching scheduler adds whole context requests beside the "
+           "generation requests while max_num_tokens lasts (https://nvidia.github.io/TensorRT-LLM/performance/"
+           "performance-tuning-guide/tuning-max-batch-size-and-max-num-tokens.html)")
 
 
 def _engine_of(framework: str) -> tuple[str, tuple | None]:
@@ -872,7 +876,9 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
         (``"full"``: a request's whole sequence is reserved at admission; ``"on-demand"``),
         ``scheduler_steps`` (decode steps per scheduling decision: vLLM V0's
         ``--num-scheduler-steps`` when the framework states it, else 1), ``label`` (engine,
-        version, GPU class) and ``source`` (file and commit).
+        version, GPU class), ``chunk_prompts`` (``"chunked"`` policy: False where the engine
+        prefills each prompt whole beside the decodes, TensorRT-LLM without chunked context) and
+        ``source`` (file and commit).
 
     Examples
     --------
@@ -892,7 +898,7 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
     acc, mod = get_accelerator(accelerator), get_model(model)
     engine, version = _engine_of(framework)
     context = int(max_model_len) if max_model_len else min(int(mod.max_context_len), 131072)
-    out = dict(memory_fraction=0.9, reserve="on-demand", engine=engine, scheduler_steps=1)
+    out = dict(memory_fraction=0.9, reserve="on-demand", engine=engine, scheduler_steps=1, chunk_prompts=True)
     if engine == "vllm":
         v1 = version is not None and version >= (0, 8)
         if v1:
@@ -941,10 +947,13 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
                           f"apart from decodes, chunked_prefill_size {budget}, running requests limited by "
                           f"the KV pool, mem_fraction_static {0.88 if tensor_parallel < 4 else 0.85}"))
     elif engine in ("tensorrt-llm", "nim"):
+        # in-flight batching: contexts and generations in one iteration under max_num_tokens; chunked
+        # context is off by default (enable_chunked_prefill False), so a prompt is never split
         out.update(policy="chunked", token_budget=8192, max_seqs=2048, reserve="full", source=_TRTLLM,
-                   memory_fraction="trtllm",
+                   memory_fraction="trtllm", chunk_prompts=False,
                    label=(f"{'NIM (TensorRT-LLM backend)' if engine == 'nim' else 'TensorRT-LLM'} default: "
-                          "in-flight batching, max_num_tokens 8192, max_batch_size 2048, KV cache 0.9 of "
+                          "in-flight batching of whole contexts beside the generations (chunked context off), "
+                          "max_num_tokens 8192, max_batch_size 2048, KV cache 0.9 of "
                           "the free memory, whole sequences reserved (GUARANTEED_NO_EVICT)"))
     elif engine == "lmdeploy":
         out.update(policy="prefill-first", token_budget=8192, max_seqs=batch_cap or 128,
@@ -1066,6 +1075,7 @@ class SimulationSpec:
     n_requests: int
     scheduler_steps: int = 1
     accelerator: Accelerator = field(compare=False, hash=False, repr=False, default=None)
+    chunk_prompts: bool = True
 
     def describe(self) -> str:
         kind, value = self.load
@@ -1075,7 +1085,8 @@ class SimulationSpec:
                    "dataset": lambda w: w[1] + (" rescaled" if w[2:] != (1.0, 1.0) else "")}[self.workload[0]](
                        self.workload)
         multi = f", {self.scheduler_steps} steps per schedule" if self.scheduler_steps > 1 else ""
-        return f"{load}, {lengths}, {self.policy} ({self.token_budget} tok/step, {self.max_seqs} seqs{multi})"
+        policy = self.policy if self.chunk_prompts or self.policy != "chunked" else "in-flight, whole prompts"
+        return f"{load}, {lengths}, {policy} ({self.token_budget} tok/step, {self.max_seqs} seqs{multi})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -1649,12 +1660,14 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
             raise _Refused("engine", f"requests of up to {_max_total(lengths)} tokens in a {cache}-token slot "
                                      "cache: a rolling-window cache, not modelled")
     spec_key = (model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
-                scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n, scheduler["scheduler_steps"])
+                scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n, scheduler["scheduler_steps"],
+                scheduler["chunk_prompts"])
     spec = specs.get(spec_key)
     if spec is None:
         spec = SimulationSpec(model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
                               scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n,
-                              scheduler_steps=scheduler["scheduler_steps"], accelerator=acc)
+                              scheduler_steps=scheduler["scheduler_steps"], accelerator=acc,
+                              chunk_prompts=scheduler["chunk_prompts"])
         try:
             _check_simulable(spec)
         except ValueError as exc:
@@ -2076,7 +2089,8 @@ def _run_spec(spec: SimulationSpec, e: Efficiency, seed: int):
     arrivals = (ClosedLoop(clients=int(value)) if kind == "closed" else Poisson(float(value)) if kind == "poisson"
                 else Timestamps(np.zeros(len(workload))))
     if spec.policy == "chunked":
-        policy = sim.ChunkedPrefill(token_budget=spec.token_budget, max_batch_size=spec.max_seqs)
+        policy = sim.ChunkedPrefill(token_budget=spec.token_budget, max_batch_size=spec.max_seqs,
+                                    chunk_prompts=spec.chunk_prompts)
     else:
         policy = sim.ContinuousBatching(max_batch_size=spec.max_seqs,
                                         max_prefill_tokens=max(spec.token_budget, int(workload.prompt_lens.max())),

@@ -353,6 +353,13 @@ class ChunkedPrefill:
     block_size, watermark, prefix_caching, priority_preemption
         As in :class:`ContinuousBatching` (a cached prefix is skipped: the first
         chunk starts after it).
+    chunk_prompts : bool
+        True (default): prompts are split into chunks that fill the budget. False: a
+        prompt is prefilled whole, beside the decodes, in the first iteration whose
+        budget has room for all of it, and the queue waits behind it (TensorRT-LLM's
+        in-flight batching without chunked context); a prompt longer than the whole
+        budget runs alone. (With a paged cache the admission stops once the budget is
+        reached, so the last whole prompt may overrun it.)
     """
 
     token_budget: int = 512
@@ -361,10 +368,14 @@ class ChunkedPrefill:
     watermark: float = 0.0
     prefix_caching: bool = True
     priority_preemption: bool = False
+    chunk_prompts: bool = True
 
     def __post_init__(self):
         _int("token_budget", self.token_budget, 1)
         _int("max_batch_size", self.max_batch_size, 1)
+        if not isinstance(self.chunk_prompts, bool):
+            raise ValueError(f"chunk_prompts must be True (split prompts into chunks) or False (whole prompts), "
+                             f"got {self.chunk_prompts!r}")
         _check_kv_options(self)
         if self.token_budget < self.max_batch_size:
             raise ValueError(

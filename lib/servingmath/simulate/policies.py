@@ -92,11 +92,12 @@ class PrefillFirstMultiStep(PrefillFirst):
 class Chunked(_Instance):
     """Chunked prefill (Sarathi-Serve): decodes first, prompt chunks fill the token budget."""
 
-    __slots__ = ("budget", "prefilling")
+    __slots__ = ("budget", "prefilling", "whole")
 
     def __init__(self, engine, index, name, steps, kv_capacity, policy, **options):
         super().__init__(engine, index, name, steps, kv_capacity, policy.max_batch_size, **options)
         self.budget = policy.token_budget
+        self.whole = not policy.chunk_prompts  # whole prompts only (TensorRT-LLM without chunked context)
         self.prefilling = {}  # rid -> tokens of its prompt (+ recomputed output) prefilled so far
 
     def _could_admit(self):
@@ -167,12 +168,17 @@ class Chunked(_Instance):
                 self.n_waiting += len(batch) - i
                 break
             need = e.prompt[rid] + e.produced[rid]
+            if self.whole and need > budget and (chunks or self.B):
+                for back in reversed(batch[i:]):
+                    self.waiting[e.prio[back]].appendleft(back)
+                self.n_waiting += len(batch) - i
+                break
             self.running[rid] = None
             self.prefilling[rid] = 0
             self.kv_used += need + 1
             if e.scheduled[rid] != e.scheduled[rid]:
                 e.scheduled[rid] = t
-            n = min(need, budget)
+            n = need if self.whole else min(need, budget)
             chunks.append((rid, n, 0))
             budget -= n
         return budget
@@ -479,7 +485,7 @@ class ChunkedFeatured(_Featured, Chunked):
                     self.prefilling[rid] = done
                     if e.scheduled[rid] != e.scheduled[rid]:
                         e.scheduled[rid] = t
-                    n = min(need - done, budget)
+                    n = need - done if self.whole else min(need - done, budget)
                     chunks.append((rid, n, done))
                     budget -= n
             else:
