@@ -39,6 +39,7 @@ from .instance import _ARRIVAL, _DECODE, _END, _READY, _SCALE, _TRANSFER, _IDLE,
 from .pipeline import Pipeline
 from .policies import (Chunked, ChunkedFeatured, DecodeOnly, PrefillFirst, PrefillFirstFeatured, PrefillFirstMultiStep,
                        PrefillOnly, Static, StaticFeatured)
+from . import compiled
 from .steptimes import LibraryStepTimes
 
 # replica states in a fleet
@@ -87,8 +88,11 @@ class _Replica:
 class Engine:
     """Runs one simulation; :func:`servingmath.simulate.simulate` is the public entry point."""
 
-    def __init__(self, config, seed, progress=False):
+    def __init__(self, config, seed, progress=False, *, use_compiled=True):
         w = config.workload
+        # the compiled loop (.compiled) for the replicas it transcribes; False: the reference loop only
+        self.compiled = bool(use_compiled) and compiled.available()
+        self._prompt, self._out, self._prio = w.prompt_lens, w.output_lens, w.priorities
         self.config = config
         self.seed = seed
         self.fleet = isinstance(config, FleetConfig)
@@ -549,8 +553,11 @@ class Engine:
             heapq.heappush(self.events, (t + think, _ARRIVAL, next(self.counter), nxt, 0))
             self.pending_arrivals += 1
         if self.progress and self.n_done % self._progress_every == 0:
-            print(f"\r[simulate] {100 * self.n_done // self.n:3d} % "
-                  f"({self.n_done}/{self.n} requests)", end="", file=sys.stderr, flush=True)
+            self._report()
+
+    def _report(self):
+        print(f"\r[simulate] {100 * self.n_done // self.n:3d} % "
+              f"({self.n_done}/{self.n} requests)", end="", file=sys.stderr, flush=True)
 
     # ---- the loop ---------------------------------------------------------------------------------------------
     def _fixed_routes(self):
@@ -595,6 +602,12 @@ class Engine:
             single = None
             if not self.closed and not self.disaggregated and not self.fleet and len(self.instances) == 1:
                 single = self.replicas[0]
+                if self.compiled and compiled.supports(single.single):
+                    self.mine = [np.arange(self.n)]
+                    self._run_replicas([0])
+                    return
+            if self._compiled_fleet():
+                return
             self._loop(self.open_times, range(self.n), single)
             return
         self._deal(owner)
@@ -605,20 +618,87 @@ class Engine:
 
     def _deal(self, owner):
         """Record the replica of every request, and each replica's requests in arrival order."""
+        owner = np.asarray(owner, dtype=np.int64)
         self.replica_of = owner
-        self.mine = [[] for _ in self.replicas]
-        for rid, k in enumerate(owner):
-            self.mine[k].append(rid)
+        order = np.argsort(owner, kind="stable")
+        cuts = np.cumsum(np.bincount(owner, minlength=len(self.replicas)))[:-1]
+        self.mine = np.split(order, cuts)
+
+    def _compiled_fleet(self):
+        """A fleet whose router reads the replicas' state (least loaded), all on all day, open-loop, of
+        plain replicas: the whole loop compiled (:mod:`.compiled`). False where it does not apply or
+        would preempt (then nothing has changed and the reference loop runs)."""
+        if not (self.compiled and self.fleet and not self.closed and self.config.autoscaler is None):
+            return False
+        code = compiled.router_code(self.config.router)
+        insts = [rep.single for rep in self.replicas]
+        if code is None or any(i is None or not compiled.supports(i) for i in insts):
+            return False
+        rids = np.arange(self.n)
+        u = self.route_draws if code == compiled.ROUTE_RANDOM else None
+        outcome = compiled.run(insts, np.asarray(self.open_times, dtype=float), self._prompt, self._out,
+                               self._prio, self.n_classes, router=code, route_u=u)
+        if outcome is None:
+            return False
+        columns = self._columns()
+        self._store(columns, rids, outcome, insts)
+        for name, values in columns.items():
+            setattr(self, name, values)
+        self.replica_of = outcome[0]["replica_of"]
+        self.open_times = np.asarray(self.open_times, dtype=float)
+        return True
+
+    def _store(self, columns, rids, outcome, insts):
+        """Copy a compiled run's outcome into the engine's columns and the instances' logs."""
+        mine, logs = outcome
+        columns["arrival"][rids] = np.asarray(self.open_times, dtype=float)[rids]
+        for name, values in mine.items():
+            if name in columns:
+                columns[name][rids] = values
+        for inst, (segments, series) in zip(insts, logs):
+            inst.segments, inst.series = segments, series
+        self.n_done += len(rids)
+        if self.progress:
+            self._report()
 
     def _run_replicas(self, indices):
         """Decoupled: each replica is simulated alone over its own arrivals, one after the other: the
         same events in the same order for every replica (nothing another replica does reaches it),
-        but a small heap and the one-server fast path (sees_arrivals) per replica."""
-        times = self.open_times
-        for k in indices:
-            rids = self.mine[k]
-            self._loop([times[rid] for rid in rids], rids, self.replicas[k])
+        but a small heap and the one-server fast path (sees_arrivals) per replica. A replica of one
+        plain instance runs in the compiled loop (:mod:`.compiled`) unless it would preempt."""
+        times = np.asarray(self.open_times, dtype=float)
         self.open_times = times
+        rest = list(indices)
+        if self.compiled:
+            rest = []
+            columns = None
+            for k in indices:
+                rids = self.mine[k]
+                inst = self.replicas[k].single
+                outcome = None
+                if inst is not None and compiled.supports(inst):
+                    outcome = compiled.run([inst], times[rids], self._prompt[rids], self._out[rids],
+                                           self._prio[rids], self.n_classes)
+                if outcome is None:
+                    rest.append(k)
+                    continue
+                if columns is None:
+                    columns = self._columns()
+                self._store(columns, rids, outcome, [inst])
+            if columns is not None:
+                for name, values in columns.items():
+                    setattr(self, name, values.tolist() if rest else values)
+        for k in rest:
+            self._loop(times[self.mine[k]].tolist(), self.mine[k].tolist(), self.replicas[k])
+        self.open_times = times.tolist() if rest else times
+
+    def _columns(self):
+        """The per-request columns the compiled loop writes, as arrays of their initial values (it
+        runs before any replica of the reference loop)."""
+        n = self.n
+        return dict(arrival=np.full(n, NAN), scheduled=np.full(n, NAN), first_token=np.full(n, NAN),
+                    finish_time=np.full(n, NAN), preemptions=np.zeros(n, np.int64),
+                    st_inst=np.full(n, -1, np.int64), st_g0=np.zeros(n, np.int64), st_n=np.zeros(n, np.int64))
 
     # what a result reads of a replica's requests and instances (see results.SimulationResult)
     _PER_REQUEST = ("arrival", "scheduled", "first_token", "finish_time", "preemptions", "st_inst", "st_g0",
@@ -626,10 +706,11 @@ class Engine:
 
     def _outcome(self, indices):
         """The state a result reads of the replicas ``indices``, to send back from a worker process."""
-        rids = [rid for k in indices for rid in self.mine[k]]
-        columns = {name: [getattr(self, name)[rid] for rid in rids]
+        rids = np.concatenate([self.mine[k] for k in indices]) if indices else np.zeros(0, np.int64)
+        columns = {name: np.asarray(getattr(self, name))[rids]
                    for name in self._PER_REQUEST if getattr(self, name) is not None}
-        extra = {rid: self.extra[rid] for rid in rids if rid in self.extra}
+        mine = set(indices)
+        extra = {rid: pieces for rid, pieces in self.extra.items() if self.replica_of[rid] in mine}
         # the logs as the arrays the result makes of them (quicker to send than lists of tuples)
         insts = [(inst.index, np.array(inst.segments, dtype=float).reshape(-1, 6),
                   np.array(inst.series, dtype=float).reshape(-1, 5),
@@ -646,11 +727,12 @@ class Engine:
         shares = [list(range(w, len(self.replicas), workers)) for w in range(workers)]
         with ProcessPoolExecutor(max_workers=workers) as pool:
             outcomes = list(pool.map(_simulate_replicas, [self.config] * workers, [self.seed] * workers, shares))
+        merged = {}
         for rids, columns, extra, insts, n_done in outcomes:
             for name, values in columns.items():
-                column = getattr(self, name)
-                for rid, v in zip(rids, values):
-                    column[rid] = v
+                if name not in merged:
+                    merged[name] = np.asarray(getattr(self, name), dtype=values.dtype)
+                merged[name][rids] = values
             self.extra.update(extra)
             for index, segments, series, pc, busy in insts:
                 inst = self.instances[index]
@@ -660,6 +742,8 @@ class Engine:
                 if busy is not None:
                     inst.pipe.busy = busy
             self.n_done += n_done
+        for name, values in merged.items():
+            setattr(self, name, values)
 
     def _loop(self, open_times, rids, replica):
         """The event loop over the open-loop arrivals ``open_times`` (request ids ``rids``), all routed to
