@@ -40,7 +40,8 @@ import importlib.util
 import sys
 
 INF = math.inf
-OK, PREEMPTS = 0, 1                      # what a compiled run returns
+OK, PREEMPTS, NO_REPLICA = 0, 1, 2       # what a compiled run returns
+_OFF, _WARMING, _ON, _DRAINING = 0, 1, 2, 3      # engine.py's replica states
 HYBRID, ADDITIVE, ROOFLINE, LINEAR = 0, 1, 2, 3
 PREFILL_FIRST, CHUNKED = 0, 1
 ROUTE_NONE, ROUTE_RANDOM, ROUTE_ROUND_ROBIN, ROUTE_REQUESTS, ROUTE_TOKENS = 0, 1, 2, 3, 4
@@ -224,6 +225,24 @@ def _log(buf, n, i, a, b, c, d, e, f=0.0):
 
 
 @_njit
+def _by_instance(buf, rows, n):
+    """The first ``rows`` rows of a log, grouped by instance (column 0) in their order, without that
+    column; and each instance's count."""
+    counts = np.zeros(n, np.int64)
+    for r in range(rows):
+        counts[int(buf[r, 0])] += 1
+    start = np.zeros(n, np.int64)
+    for i in range(1, n):
+        start[i] = start[i - 1] + counts[i - 1]
+    out = np.empty((rows, buf.shape[1] - 1))
+    for r in range(rows):
+        i = int(buf[r, 0])
+        out[start[i]] = buf[r, 1:]
+        start[i] += 1
+    return out, counts
+
+
+@_njit
 def _queue_grow(Q, qhead, qtail):
     """The waiting queues (ring buffers, one row per instance and class) with twice the room."""
     cap = Q.shape[1]
@@ -237,11 +256,17 @@ def _queue_grow(Q, qhead, qtail):
 @_njit
 def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_cap, inst_index, P, WM, CM,
          times, prompt, out, prio, n_classes,
-         scheduled, first_token, finish, st_inst, st_g0, st_n, replica_of):
+         scheduled, first_token, finish, st_inst, st_g0, st_n, replica_of,
+         state, scale_t, scale_n, warmup):
     """Instances 0..n-1 (one per replica) over the open-loop arrivals ``times`` (requests 0..m-1 in
     arrival order), routed by ``router``; ``watch``: one instance that bounds its runs of decode steps
     by the next arrival (the reference's sees_arrivals). Fills the per-request outputs; returns
-    (status, segments, series), each log row starting with the instance."""
+    (status, segments, series, scale log), each log row starting with the instance.
+
+    Autoscaling (engine._scale_to, _on_ready): ``state`` the replicas' initial states, the targets
+    ``scale_n`` taken at ``scale_t`` (worked out before the run: they depend on the arrivals
+    only), a replica started is routable ``warmup`` seconds later. At equal times the reference's
+    heap runs the ends of actions first, then scaling decisions, then replicas becoming ready."""
     n = pol.shape[0]
     m = times.shape[0]
     nq = n * n_classes
@@ -296,6 +321,26 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
     act_grow = np.zeros(n, np.int64)
     act_start = np.zeros(n)
     act_dur = np.zeros(n)
+    # the fleet's replicas: routable = those ON, in index order; scaling decisions and warm-ups
+    routable = np.empty(n, np.int64)
+    n_r = 0
+    for x in range(n):
+        if state[x] == _ON:
+            routable[n_r] = x
+            n_r += 1
+    n_scale = scale_t.shape[0]
+    ps = 0
+    ready_t = np.empty(max(n * (n_scale + 1), 1))
+    ready_i = np.empty(max(n * (n_scale + 1), 1), np.int64)
+    pr = 0
+    nr = 0
+    scale_log = np.empty((max(n * (n_scale + 1) * 2, 1), 3))
+    n_log = 0
+    for x in range(n):
+        scale_log[n_log, 0] = 0.0
+        scale_log[n_log, 1] = x
+        scale_log[n_log, 2] = state[x]
+        n_log += 1
     counter = 0
     turn = 0
     nxt = 0
@@ -308,37 +353,110 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
             if t_end[x] < te or (t_end[x] == te and seq[x] < seq[i]):
                 i = x
                 te = t_end[x]
+        tsc = scale_t[ps] if ps < n_scale else INF
+        trd = ready_t[pr] if pr < nr else INF
+        if ta > te or ta > tsc or ta > trd:
+            pass                                           # an event first
+        elif ta == INF:
+            break
+        if (ta > tsc or ta > trd) and not (te <= tsc and te <= trd):
+            if tsc <= trd:
+                # ---- a scaling decision (engine._scale_to) ----
+                target = scale_n[ps]
+                ps += 1
+                k = 0
+                for x in range(n):
+                    if state[x] == _ON or state[x] == _WARMING:
+                        k += 1
+                if target > k:
+                    # bring back draining replicas first (still loaded), then start cold ones
+                    for x in range(n):
+                        if k >= target:
+                            break
+                        if state[x] == _DRAINING:
+                            state[x] = _ON
+                            scale_log[n_log, 0] = tsc
+                            scale_log[n_log, 1] = x
+                            scale_log[n_log, 2] = _ON
+                            n_log += 1
+                            k += 1
+                    for x in range(n):
+                        if k >= target:
+                            break
+                        if state[x] == _OFF:
+                            if warmup > 0:
+                                state[x] = _WARMING
+                                ready_t[nr] = tsc + warmup
+                                ready_i[nr] = x
+                                nr += 1
+                            else:
+                                state[x] = _ON
+                            scale_log[n_log, 0] = tsc
+                            scale_log[n_log, 1] = x
+                            scale_log[n_log, 2] = state[x]
+                            n_log += 1
+                            k += 1
+                elif target < k:
+                    for x in range(n - 1, -1, -1):
+                        if k <= target:
+                            break
+                        if state[x] == _ON or state[x] == _WARMING:
+                            state[x] = _DRAINING if state[x] == _ON else _OFF
+                            scale_log[n_log, 0] = tsc
+                            scale_log[n_log, 1] = x
+                            scale_log[n_log, 2] = state[x]
+                            n_log += 1
+                            k -= 1
+            else:
+                # ---- a replica warmed up (engine._on_ready) ----
+                x = ready_i[pr]
+                pr += 1
+                if state[x] != _WARMING:
+                    continue
+                state[x] = _ON
+                scale_log[n_log, 0] = trd
+                scale_log[n_log, 1] = x
+                scale_log[n_log, 2] = _ON
+                n_log += 1
+            n_r = 0
+            for x in range(n):
+                if state[x] == _ON:
+                    routable[n_r] = x
+                    n_r += 1
+            continue
         if ta <= te:
-            if ta == INF:
-                break
             # ---- an arrival: the router picks an instance; enqueue ----
             j = nxt
             nxt += 1
             if router == ROUTE_NONE:
                 i = 0
             else:
+                if n_r == 0:
+                    return NO_REPLICA, segments[:n_seg], series[:n_ser], scale_log[:n_log]
                 if router == ROUTE_RANDOM:
-                    i = int(route_u[j] * n)
+                    i = routable[int(route_u[j] * n_r)]
                 elif router == ROUTE_ROUND_ROBIN:
-                    i = turn % n
+                    i = routable[turn % n_r]
                     turn += 1
                 elif router == ROUTE_REQUESTS:
-                    i = 0
-                    best = n_running[0] + n_waiting[0]
-                    for x in range(1, n):
+                    i = routable[0]
+                    best = n_running[i] + n_waiting[i]
+                    for y in range(1, n_r):
+                        x = routable[y]
                         load = n_running[x] + n_waiting[x]
                         if load < best:
                             i = x
                             best = load
                 else:                                      # ROUTE_TOKENS: work_at(t)
-                    i = 0
+                    i = routable[0]
                     bestf = INF
-                    for x in range(n):
+                    for y in range(n_r):
+                        x = routable[y]
                         if kind[x] == _DECODE:
                             lf = work[x] - (ta - seg_t0[x]) * drain[x]
                         else:
                             lf = float(work[x])
-                        if x == 0 or lf < bestf:
+                        if y == 0 or lf < bestf:
                             i = x
                             bestf = lf
                 replica_of[j] = i
@@ -494,7 +612,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         else:                                              # Chunked.plan
             grow = B[i]
             if B[i] and kv_used[i] + grow > kv_cap[i]:
-                return PREEMPTS, segments[:n_seg], series[:n_ser]
+                return PREEMPTS, segments[:n_seg], series[:n_ser], scale_log[:n_log]
             left = budget[i] - B[i]
             nc = 0
             if left > 0:                                   # _continue_prefills
@@ -585,7 +703,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         # ---- _plan_decode ----
         b = B[i]
         if kv_used[i] + b > kv_cap[i]:
-            return PREEMPTS, segments[:n_seg], series[:n_ser]
+            return PREEMPTS, segments[:n_seg], series[:n_ser], scale_log[:n_log]
         while fin[hr[i, 0]] != hf[i, 0]:
             nh[i] = _heap_pop(hf[i], hr[i], nh[i])
         K = hf[i, 0] - G[i]
@@ -628,7 +746,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         t_end[i] = t + dur
         seq[i] = counter
         counter += 1
-    return OK, segments[:n_seg], series[:n_ser]
+    return OK, segments[:n_seg], series[:n_ser], scale_log[:n_log]
 
 
 # ---- what the engine calls ------------------------------------------------------------------------------------
@@ -697,11 +815,14 @@ def router_code(router):
     return _ROUTERS.get(name)
 
 
-def run(instances, times, prompt, out, prio, n_classes, *, router=ROUTE_NONE, route_u=None):
+def run(instances, times, prompt, out, prio, n_classes, *, router=ROUTE_NONE, route_u=None, states=None,
+        scaling=None, warmup=0.0):
     """Simulate ``instances`` (one per replica; one alone with ``router=ROUTE_NONE``) over the
     open-loop arrivals (arrays in arrival order). Returns the per-request columns (and the replica
     of each request when routed) and each instance's (segments, series), or None, having changed
-    nothing, where the reference loop must run it (a preemption)."""
+    nothing, where the reference loop must run it (a preemption). ``states``: the replicas' states
+    at the start (all on by default); ``scaling``: the autoscaler's (times, targets), with replicas
+    ready ``warmup`` seconds after they start; the scale log then comes back as ``columns["scale_log"]``."""
     from .policies import Chunked
 
     _compile()
@@ -725,25 +846,24 @@ def run(instances, times, prompt, out, prio, n_classes, *, router=ROUTE_NONE, ro
     columns = dict(scheduled=np.full(m, np.nan), first_token=np.full(m, np.nan), finish_time=np.full(m, np.nan),
                    st_inst=np.full(m, -1, np.int64), st_g0=np.zeros(m, np.int64), st_n=np.zeros(m, np.int64))
     replica_of = np.zeros(m, np.int64)
-    status, segments, series = _run(
+    state = np.full(n, _ON, np.int64) if states is None else np.array(states, np.int64)
+    scale_t, scale_n = (np.zeros(0), np.zeros(0, np.int64)) if scaling is None else scaling
+    status, segments, series, scale_log = _run(
         int(router), router == ROUTE_NONE, np.zeros(1) if route_u is None else np.asarray(route_u, dtype=float),
         np.array(pol, np.int64), np.array(whole, np.bool_), np.array(max_batch, np.int64), np.array(max_prefill), np.array(budget, np.int64),
         np.array(kv_cap), np.array([inst.index for inst in instances], np.int64), np.array(P), _rows(WM), _rows(CM),
         np.ascontiguousarray(times, dtype=float), np.ascontiguousarray(prompt, dtype=np.int64),
         np.ascontiguousarray(out, dtype=np.int64), np.ascontiguousarray(prio, dtype=np.int64), int(n_classes),
         columns["scheduled"], columns["first_token"], columns["finish_time"], columns["st_inst"], columns["st_g0"],
-        columns["st_n"], replica_of)
+        columns["st_n"], replica_of, state, np.asarray(scale_t, dtype=float), np.asarray(scale_n, dtype=np.int64),
+        float(warmup))
     if status != OK:
         return None
+    if scaling is not None:
+        columns["scale_log"] = [(float(t), int(i), int(k)) for t, i, k in scale_log]
     if router != ROUTE_NONE:
         columns["replica_of"] = replica_of
-    logs = []
-    if n == 1:
-        logs.append((segments[:, 1:], series[:, 1:]))
-    else:   # each instance's rows, in order
-        seg_of, ser_of = segments[:, 0].astype(np.int64), series[:, 0].astype(np.int64)
-        so, eo = np.argsort(seg_of, kind="stable"), np.argsort(ser_of, kind="stable")
-        seg_cut = np.cumsum(np.bincount(seg_of, minlength=n))[:-1]
-        ser_cut = np.cumsum(np.bincount(ser_of, minlength=n))[:-1]
-        logs = list(zip(np.split(segments[so, 1:], seg_cut), np.split(series[eo, 1:], ser_cut)))
+    segments, seg_counts = _by_instance(segments, segments.shape[0], n)      # each instance's rows, in order
+    series, ser_counts = _by_instance(series, series.shape[0], n)
+    logs = list(zip(np.split(segments, np.cumsum(seg_counts)[:-1]), np.split(series, np.cumsum(ser_counts)[:-1])))
     return columns, logs

@@ -92,6 +92,7 @@ class Engine:
         w = config.workload
         # the compiled loop (.compiled) for the replicas it transcribes; False: the reference loop only
         self.compiled = bool(use_compiled) and compiled.available()
+        self.compiled_instances = 0     # how many instances the compiled loop simulated
         self._prompt, self._out, self._prio = w.prompt_lens, w.output_lens, w.priorities
         self.config = config
         self.seed = seed
@@ -628,7 +629,7 @@ class Engine:
         """A fleet whose router reads the replicas' state (least loaded), all on all day, open-loop, of
         plain replicas: the whole loop compiled (:mod:`.compiled`). False where it does not apply or
         would preempt (then nothing has changed and the reference loop runs)."""
-        if not (self.compiled and self.fleet and not self.closed and self.config.autoscaler is None):
+        if not (self.compiled and self.fleet and not self.closed):
             return False
         code = compiled.router_code(self.config.router)
         insts = [rep.single for rep in self.replicas]
@@ -636,10 +637,17 @@ class Engine:
             return False
         rids = np.arange(self.n)
         u = self.route_draws if code == compiled.ROUTE_RANDOM else None
+        scaler = self.config.autoscaler
+        scaling, warmup = None, 0.0
+        if scaler is not None:
+            scaling, warmup = self._scaling_decisions(), float(scaler.warmup)
         outcome = compiled.run(insts, np.asarray(self.open_times, dtype=float), self._prompt, self._out,
-                               self._prio, self.n_classes, router=code, route_u=u)
+                               self._prio, self.n_classes, router=code, route_u=u, states=self.state,
+                               scaling=scaling, warmup=warmup)
         if outcome is None:
             return False
+        if scaling is not None:
+            self.scale_log = outcome[0].pop("scale_log")
         columns = self._columns()
         self._store(columns, rids, outcome, insts)
         for name, values in columns.items():
@@ -647,6 +655,25 @@ class Engine:
         self.replica_of = outcome[0]["replica_of"]
         self.open_times = np.asarray(self.open_times, dtype=float)
         return True
+
+    def _scaling_decisions(self):
+        """The autoscaler's (times, targets) for the whole run, as _on_scale takes them: they depend
+        on the open-loop arrivals only (arrivals at an instant come before a decision there)."""
+        scaler, n_max = self.config.autoscaler, len(self.replicas)
+        if isinstance(scaler, ScheduledScaling):
+            return ([float(t) for t in scaler.times.tolist()],
+                    [min(int(c), n_max) for c in scaler.replicas.tolist()])
+        times, n_open = self.open_times, len(self.open_times)
+        window, step = float(scaler.window or scaler.interval), float(scaler.interval)
+        at, targets = [], []
+        t = step
+        while True:
+            count = bisect.bisect_right(times, t) - bisect.bisect_right(times, t - window)
+            at.append(t)
+            targets.append(min(int(scaler.target(count / min(window, t) if t > 0 else 0.0, n_max)), n_max))
+            if bisect.bisect_right(times, t) >= n_open:      # the last decision: every request has arrived
+                return at, targets
+            t = t + step
 
     def _store(self, columns, rids, outcome, insts):
         """Copy a compiled run's outcome into the engine's columns and the instances' logs."""
@@ -657,6 +684,7 @@ class Engine:
                 columns[name][rids] = values
         for inst, (segments, series) in zip(insts, logs):
             inst.segments, inst.series = segments, series
+        self.compiled_instances += len(insts)
         self.n_done += len(rids)
         if self.progress:
             self._report()

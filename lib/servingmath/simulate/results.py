@@ -151,12 +151,17 @@ def weighted_percentile(values, weights, q):
     qa = as_array("q", q)
     if qa.size and np.any((qa < 0) | (qa > 100)):
         raise ValueError(f"q must be percentiles in [0, 100], got {float(qa[(qa < 0) | (qa > 100)].flat[0]):g}")
-    w = w.astype(np.int64)
+    return _weighted_percentile(v, w.astype(np.int64), qa, np.shape(q))
+
+
+def _weighted_percentile(v, w, qa, shape):
+    """weighted_percentile for checked arrays (``w`` whole counts >= 0, ``qa`` in [0, 100])."""
     keep = w > 0
-    v, w = v[keep], w[keep]
+    if not keep.all():
+        v, w = v[keep], w[keep]
     if v.size == 0:
-        return np.full(np.shape(q), np.nan)
-    order = np.argsort(v, kind="stable")
+        return np.full(shape, np.nan)
+    order = np.argsort(v)        # any order of equal values gives the same percentiles
     v, w = v[order], w[order]
     cum = np.cumsum(w)
     n = int(cum[-1])
@@ -195,7 +200,9 @@ class Summary:
         total = int(w.sum())
         if total == 0:
             return cls(*([float("nan")] * 5), 0)
-        p = weighted_percentile(v, w, _PERCENTILES)
+        if w.shape != v.shape or (w.size and w.min() < 0):
+            raise ValueError(f"weights must be one whole count >= 0 per value, got shapes {w.shape} and {v.shape}")
+        p = _weighted_percentile(v, w, np.asarray(_PERCENTILES, dtype=float), np.shape(_PERCENTILES))
         return cls(float((v * w).sum() / total), *map(float, p), total)
 
 
@@ -267,9 +274,9 @@ class SimulationResult:
         n = engine.n
         self.records = Records(
             request_id=np.arange(n),
-            priority=np.asarray(engine.prio, dtype=np.int64),
-            prompt_len=np.asarray(engine.prompt, dtype=np.int64),
-            output_len=np.asarray(engine.out, dtype=np.int64),
+            priority=np.asarray(engine._prio, dtype=np.int64),
+            prompt_len=np.asarray(engine._prompt, dtype=np.int64),
+            output_len=np.asarray(engine._out, dtype=np.int64),
             arrival=np.asarray(engine.arrival, dtype=float),
             scheduled=np.asarray(engine.scheduled, dtype=float),
             first_token=np.asarray(engine.first_token, dtype=float),
@@ -372,10 +379,10 @@ class SimulationResult:
             values.append(ends[g0] - self.records.first_token[sel])  # first token -> first decode step
             weights.append(np.ones(g0.size, dtype=np.int64))
             # a run of n steps from step g0 contributes the gaps ends[g0+1] - ends[g0], ...
-            cover = np.zeros(ends.size + 1, dtype=np.int64)
             many = n > 1
-            np.add.at(cover, g0[many] + 1, 1)
-            np.add.at(cover, g0[many] + n[many], -1)
+            size = ends.size + 1
+            cover = (np.bincount(g0[many] + 1, minlength=size)
+                     - np.bincount(g0[many] + n[many], minlength=size))
             cover = np.cumsum(cover)[:ends.size]
             gaps = np.diff(ends, prepend=np.nan)
             keep = cover > 0
