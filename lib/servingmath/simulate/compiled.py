@@ -77,50 +77,50 @@ def _compile():
 
 # ---- the step model: steptimes.LibraryStepTimes / LinearStepTimes, the same operations -----------------------
 @_njit
-def _iteration_time(p, wm_table, comm_table, tokens, kv_tokens, attention_pairs, logits):
-    mode = int(p[0])
+def _iteration_time(P, WM, CM, i, tokens, kv_tokens, attention_pairs, logits):
+    mode = int(P[i, 0])
     if mode == LINEAR:
-        return p[11] + p[12] * tokens + p[13] * kv_tokens
+        return P[i, 11] + P[i, 12] * tokens + P[i, 13] * kv_tokens
     # _weights(tokens) + head
-    if wm_table[0] >= 0:
-        wm = wm_table[tokens + 1]
+    if WM[i, 0] >= 0:
+        wm = WM[i, tokens + 1]
     else:
-        wm = p[1] + p[2] * tokens
+        wm = P[i, 1] + P[i, 2] * tokens
     if logits > 0:
-        wm = wm + p[3]
-    lin = p[4] * tokens + p[5] * logits
-    kv = p[6] * kv_tokens
-    att = p[7] * attention_pairs
+        wm = wm + P[i, 3]
+    lin = P[i, 4] * tokens + P[i, 5] * logits
+    kv = P[i, 6] * kv_tokens
+    att = P[i, 7] * attention_pairs
     if mode == HYBRID:
         t = (wm if wm > lin else lin) + (kv if kv > att else att)
     elif mode == ADDITIVE:
         t = wm + lin + kv + att
     else:
         t = max(wm + kv, lin + att)
-    if comm_table[0] >= 0:
-        comm = comm_table[tokens + 1]
+    if CM[i, 0] >= 0:
+        comm = CM[i, tokens + 1]
     else:
-        comm = p[8] + p[9] * tokens
-    return t + comm + p[10]
+        comm = P[i, 8] + P[i, 9] * tokens
+    return t + comm + P[i, 10]
 
 
 @_njit
-def _decode_line(p, wm_table, comm_table, batch, context_sum):
+def _decode_line(P, WM, CM, i, batch, context_sum):
     """(A, beta, limit) of a decode step of ``batch`` sequences (LibraryStepTimes.decode_line)."""
-    mode = int(p[0])
+    mode = int(P[i, 0])
     if mode == LINEAR:
-        return p[11] + p[12] * batch, p[13], INF
-    if wm_table[0] >= 0:
-        wm = wm_table[batch + 1] + p[3]
+        return P[i, 11] + P[i, 12] * batch, P[i, 13], INF
+    if WM[i, 0] >= 0:
+        wm = WM[i, batch + 1] + P[i, 3]
     else:
-        wm = p[1] + p[2] * batch + p[3]
-    lin = (p[4] + p[5]) * batch
-    k, a = p[6], p[7]
-    if comm_table[0] >= 0:
-        comm = comm_table[batch + 1]
+        wm = P[i, 1] + P[i, 2] * batch + P[i, 3]
+    lin = (P[i, 4] + P[i, 5]) * batch
+    k, a = P[i, 6], P[i, 7]
+    if CM[i, 0] >= 0:
+        comm = CM[i, batch + 1]
     else:
-        comm = p[8] + p[9] * batch
-    base = comm + p[10]
+        comm = P[i, 8] + P[i, 9] * batch
+    base = comm + P[i, 10]
     if mode == HYBRID:
         return (wm if wm > lin else lin) + base, (k if k > a else a), INF
     if mode == ADDITIVE:
@@ -155,46 +155,49 @@ def _steps_to_cover(delta, A, beta, B, S):
 
 # ---- a binary heap of (finish step, request), lexicographic: pops in the order heapq's does ----------------
 @_njit
-def _less(hf, hr, i, j):
-    return hf[i] < hf[j] or (hf[i] == hf[j] and hr[i] < hr[j])
+def _less(hf, hr, row, i, j):
+    return hf[row, i] < hf[row, j] or (hf[row, i] == hf[row, j] and hr[row, i] < hr[row, j])
 
 
 @_njit
-def _heap_push(hf, hr, n, f, r):
+def _swap(hf, hr, row, i, j):
+    hf[row, i], hf[row, j] = hf[row, j], hf[row, i]
+    hr[row, i], hr[row, j] = hr[row, j], hr[row, i]
+
+
+@_njit
+def _heap_push(hf, hr, row, n, f, r):
+    """Push (f, r) on the heap in row ``row`` of size n; returns the new size."""
     i = n
-    hf[i] = f
-    hr[i] = r
+    hf[row, i] = f
+    hr[row, i] = r
     while i > 0:
         parent = (i - 1) >> 1
-        if _less(hf, hr, i, parent):
-            hf[i], hf[parent] = hf[parent], hf[i]
-            hr[i], hr[parent] = hr[parent], hr[i]
-            i = parent
-        else:
+        if not _less(hf, hr, row, i, parent):
             break
+        _swap(hf, hr, row, i, parent)
+        i = parent
     return n + 1
 
 
 @_njit
-def _heap_pop(hf, hr, n):
-    """Remove the top (read it first); returns the new size."""
+def _heap_pop(hf, hr, row, n):
+    """Remove the top of the heap in row ``row`` (read it first); returns the new size."""
     n -= 1
-    hf[0] = hf[n]
-    hr[0] = hr[n]
+    hf[row, 0] = hf[row, n]
+    hr[row, 0] = hr[row, n]
     i = 0
     while True:
         left = 2 * i + 1
         if left >= n:
             break
         child = left
-        if left + 1 < n and _less(hf, hr, left + 1, left):
+        if left + 1 < n and _less(hf, hr, row, left + 1, left):
             child = left + 1
-        if _less(hf, hr, child, i):
-            hf[i], hf[child] = hf[child], hf[i]
-            hr[i], hr[child] = hr[child], hr[i]
-            i = child
-        else:
+        if not _less(hf, hr, row, child, i):
             break
+        _swap(hf, hr, row, i, child)
+        i = child
     return n
 
 
@@ -210,9 +213,8 @@ def _grow(a, n):
 
 # ---- the loop -----------------------------------------------------------------------------------------------
 @_njit
-def _log(buf, n, i, a, b, c, d, e, f=0.0):
-    """Append a row (instance i, then the values) to a log; returns the log (grown if needed)."""
-    buf = _grow(buf, n)
+def _put(buf, n, i, a, b, c, d, e, f=0.0):
+    """Write row n of a log: instance i, then the values."""
     buf[n, 0] = i
     buf[n, 1] = a
     buf[n, 2] = b
@@ -221,7 +223,6 @@ def _log(buf, n, i, a, b, c, d, e, f=0.0):
     buf[n, 5] = e
     if buf.shape[1] > 6:
         buf[n, 6] = f
-    return buf
 
 
 @_njit
@@ -291,9 +292,9 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
     fin = np.full(max(m, 1), -1, np.int64)
     join_g = np.zeros(max(m, 1), np.int64)
     produced = np.zeros(max(m, 1), np.int64)
-    segments = np.empty((max(64, m), 7))
-    n_seg = 0
-    series = np.empty((max(64, 2 * m), 6))
+    segments = np.empty((max(64, 3 * m), 7))     # room for a few rows per request (memory is
+    n_seg = 0                                    # taken when written: the rest costs nothing)
+    series = np.empty((max(64, 4 * m), 6))
     n_ser = 0
     # each instance's state (instance.py's attributes of the same names)
     n_waiting = np.zeros(n, np.int64)
@@ -490,13 +491,12 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         t_end[i] = INF
         ending = kind[i]
         kind[i] = _IDLE
-        p = P[i]
-        wm = WM[i]
-        cm = CM[i]
         fin_decodes = False
         if ending == _DECODE:
             if seg_k[i]:
-                segments = _log(segments, n_seg, i, seg_t0[i], seg_k[i], seg_a[i], seg_beta[i], seg_s[i], seg_grow[i])
+                if n_seg == segments.shape[0]:
+                    segments = _grow(segments, n_seg)
+                _put(segments, n_seg, i, seg_t0[i], seg_k[i], seg_a[i], seg_beta[i], seg_s[i], seg_grow[i])
                 n_seg += 1
                 grow = seg_k[i] * B[i]
                 G[i] += seg_k[i]
@@ -506,7 +506,9 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
             fin_decodes = True
         elif ending == _MIXED:
             if B[i]:
-                segments = _log(segments, n_seg, i, act_start[i], 1, act_dur[i], 0.0, S[i], B[i])
+                if n_seg == segments.shape[0]:
+                    segments = _grow(segments, n_seg)
+                _put(segments, n_seg, i, act_start[i], 1, act_dur[i], 0.0, S[i], B[i])
                 n_seg += 1
                 G[i] += 1
                 S[i] += act_grow[i]
@@ -517,7 +519,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
             while nh[i] and hf[i, 0] <= G[i]:
                 f = hf[i, 0]
                 r = hr[i, 0]
-                nh[i] = _heap_pop(hf[i], hr[i], nh[i])
+                nh[i] = _heap_pop(hf, hr, i, nh[i])
                 if fin[r] != f:
                     continue
                 st_n[r] = G[i] - join_g[r]
@@ -561,7 +563,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                     st_g0[r] = G[i]
                     f = G[i] + out[r] - pp - 1
                     fin[r] = f
-                    nh[i] = _heap_push(hf[i], hr[i], nh[i], f, r)
+                    nh[i] = _heap_push(hf, hr, i, nh[i], f, r)
                     B[i] += 1
                     S[i] += prompt[r] + produced[r]
         # ---- plan the next action ----
@@ -600,10 +602,12 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                         nn = prompt[r] + produced[r]
                         pairs2 += nn * (nn + 1)                # _whole_prompt_counts
                     kv_used[i] += tokens + nb
-                    series = _log(series, n_ser, i, t, n_running[i], B[i], tokens, kv_used[i])
+                    if n_ser == series.shape[0]:
+                        series = _grow(series, n_ser)
+                    _put(series, n_ser, i, t, n_running[i], B[i], tokens, kv_used[i])
                     n_ser += 1
                     kind[i] = _PREFILL
-                    t_end[i] = t + _iteration_time(p, wm, cm, tokens, tokens, pairs2 * 0.5, nb)
+                    t_end[i] = t + _iteration_time(P, WM, CM, i, tokens, tokens, pairs2 * 0.5, nb)
                     seq[i] = counter
                     counter += 1
                     continue
@@ -686,12 +690,14 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                     prefill_pairs += nn * cc + nn * (nn + 1) * 0.5
                     if nn + cc == prompt[ch_rid[i, q]] + produced[ch_rid[i, q]]:
                         finals += 1
-                dur = _iteration_time(p, wm, cm, B[i] + prefill_tokens, S[i] + prefill_kv,
+                dur = _iteration_time(P, WM, CM, i, B[i] + prefill_tokens, S[i] + prefill_kv,
                                       S[i] + prefill_pairs, B[i] + finals) + 0.0
                 act_grow[i] = grow
                 act_start[i] = t
                 act_dur[i] = dur
-                series = _log(series, n_ser, i, t, n_running[i], B[i], prefill_tokens, kv_used[i])
+                if n_ser == series.shape[0]:
+                    series = _grow(series, n_ser)
+                _put(series, n_ser, i, t, n_running[i], B[i], prefill_tokens, kv_used[i])
                 n_ser += 1
                 kind[i] = _MIXED
                 t_end[i] = t + dur
@@ -705,7 +711,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         if kv_used[i] + b > kv_cap[i]:
             return PREEMPTS, segments[:n_seg], series[:n_ser], scale_log[:n_log]
         while fin[hr[i, 0]] != hf[i, 0]:
-            nh[i] = _heap_pop(hf[i], hr[i], nh[i])
+            nh[i] = _heap_pop(hf, hr, i, nh[i])
         K = hf[i, 0] - G[i]
         if kv_cap[i] != INF:
             room = int((kv_cap[i] - kv_used[i]) // b)
@@ -718,7 +724,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
             beta = line_b[i, b]
             limit = INF
         else:
-            A, beta, limit = _decode_line(p, wm, cm, b, s0)
+            A, beta, limit = _decode_line(P, WM, CM, i, b, s0)
             if limit == INF:
                 line_a[i, b] = A
                 line_b[i, b] = beta
@@ -740,7 +746,9 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         seg_s[i] = s0
         seg_grow[i] = b
         drain[i] = K * b / dur
-        series = _log(series, n_ser, i, t, n_running[i], b, 0, kv_used[i])
+        if n_ser == series.shape[0]:
+            series = _grow(series, n_ser)
+        _put(series, n_ser, i, t, n_running[i], b, 0, kv_used[i])
         n_ser += 1
         kind[i] = _DECODE
         t_end[i] = t + dur

@@ -98,25 +98,10 @@ class Engine:
         self.seed = seed
         self.fleet = isinstance(config, FleetConfig)
         self.n = n = len(w)
-        self.prompt = w.prompt_lens.tolist()
-        self.out = w.output_lens.tolist()
-        self.prio = w.priorities.tolist()
-        self.n_classes = max(self.prio) + 1
-        self.arrival = [NAN] * n
-        self.scheduled = [NAN] * n
-        self.first_token = [NAN] * n
-        self.finish_time = [NAN] * n
-        self.produced = [0] * n
-        self.preemptions = [0] * n
-        self.fin = [-1] * n
-        self.join_g = [0] * n
-        self.join_p = [0] * n
-        self.st_inst = [-1] * n    # the first decode stint: instance, first step, steps
-        self.st_g0 = [0] * n
-        self.st_n = [0] * n
+        self.n_classes = int(w.priorities.max()) + 1 if n else 1
+        # the per-request lists of the reference loop are made on first use (__getattr__): a run
+        # entirely in the compiled loop never needs them (millions of requests: gigabytes)
         self.extra = {}            # rid -> [[emission time, instance, first step, steps], ...] after preemptions
-        self.replica_of = [0] * n if self.fleet else None
-        self.cached_tokens = [0] * n if w.has_prefixes else None
         has_prefixes = w.has_prefixes
         self.prefix_id = w.prefix_ids.tolist() if has_prefixes else None
         self.prefix_len = w.prefix_lens.tolist() if has_prefixes else None
@@ -149,6 +134,35 @@ class Engine:
         self._check_requests()
         self._setup_arrivals(config.arrivals)
         self._setup_fleet()
+
+    # the reference loop's per-request state: made the first time it is read
+    _LISTS = {
+        "prompt": lambda e: e._prompt.tolist(),
+        "out": lambda e: e._out.tolist(),
+        "prio": lambda e: e._prio.tolist(),
+        "arrival": lambda e: [NAN] * e.n,
+        "scheduled": lambda e: [NAN] * e.n,
+        "first_token": lambda e: [NAN] * e.n,
+        "finish_time": lambda e: [NAN] * e.n,
+        "produced": lambda e: [0] * e.n,
+        "preemptions": lambda e: [0] * e.n,
+        "fin": lambda e: [-1] * e.n,
+        "join_g": lambda e: [0] * e.n,
+        "join_p": lambda e: [0] * e.n,
+        "st_inst": lambda e: [-1] * e.n,     # the first decode stint: instance, first step, steps
+        "st_g0": lambda e: [0] * e.n,
+        "st_n": lambda e: [0] * e.n,
+        "replica_of": lambda e: [0] * e.n if e.fleet else None,
+        "cached_tokens": lambda e: [0] * e.n if e.config.workload.has_prefixes else None,
+    }
+
+    def __getattr__(self, name):
+        make = Engine._LISTS.get(name)
+        if make is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = make(self)
+        setattr(self, name, value)
+        return value
 
     # ---- set-up ---------------------------------------------------------------------------------------
     @staticmethod
@@ -270,8 +284,8 @@ class Engine:
             self.shared = [0] * n
 
     def _check_requests(self):
-        prompt = np.asarray(self.prompt)
-        total = prompt + np.asarray(self.out)
+        prompt = np.asarray(self._prompt, dtype=np.int64)
+        total = prompt + np.asarray(self._out, dtype=np.int64)
         for name, max_context, kv, max_prefill, wm, bs in self._checks:
             where = f" on {name}" if self.fleet else ""
             need = total if bs == 1 else -(-total // bs) * bs
@@ -740,8 +754,8 @@ class Engine:
         mine = set(indices)
         extra = {rid: pieces for rid, pieces in self.extra.items() if self.replica_of[rid] in mine}
         # the logs as the arrays the result makes of them (quicker to send than lists of tuples)
-        insts = [(inst.index, np.array(inst.segments, dtype=float).reshape(-1, 6),
-                  np.array(inst.series, dtype=float).reshape(-1, 5),
+        insts = [(inst.index, np.asarray(inst.segments, dtype=float).reshape(-1, 6),
+                  np.asarray(inst.series, dtype=float).reshape(-1, 5),
                   None if inst.pc is None else (inst.pc.lookups, inst.pc.hits, inst.pc.hit_tokens),
                   None if inst.pipe is None else inst.pipe.busy)
                  for k in indices for inst in self.replicas[k].instances]

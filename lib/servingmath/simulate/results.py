@@ -298,10 +298,10 @@ class SimulationResult:
         self._segments = []
         self._series = []
         for inst in engine.instances:
-            seg = np.array(inst.segments, dtype=float).reshape(-1, 6)
+            seg = np.asarray(inst.segments, dtype=float).reshape(-1, 6)
             self._segments.append({"t0": seg[:, 0], "k": seg[:, 1].astype(np.int64), "a": seg[:, 2],
                                    "beta": seg[:, 3], "s0": seg[:, 4], "b": seg[:, 5]})
-            ts = np.array(inst.series, dtype=float).reshape(-1, 5)
+            ts = np.asarray(inst.series, dtype=float).reshape(-1, 5)
             self._series.append({
                 "time": ts[:, 0],
                 "running": ts[:, 1].astype(np.int64),
