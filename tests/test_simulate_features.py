@@ -372,14 +372,14 @@ def _multi_step_run(n, rate=6.0):
 
 def test_multi_step_scheduling_admits_prompts_only_between_runs_of_n_decode_steps():
     r = _multi_step_run(10)
-    seg, ts = r._segments[0], r.timeseries(0)
+    seg, ts = r._seg(0), r.timeseries(0)
     prefills = ts["time"][ts["prefill_tokens"] > 0]
     between = [int(seg["k"][(seg["t0"] > a) & (seg["t0"] < b)].sum()) for a, b in zip(prefills[:-1], prefills[1:])]
     assert len(between) > 100
     assert all(k % 10 == 0 for k in between), sorted(set(k % 10 for k in between))
     # one step per decision: prompts join at the next step, and the gaps are not all multiples of 10
     plain = _multi_step_run(1)
-    seg1, ts1 = plain._segments[0], plain.timeseries(0)
+    seg1, ts1 = plain._seg(0), plain.timeseries(0)
     p1 = ts1["time"][ts1["prefill_tokens"] > 0]
     gaps1 = [int(seg1["k"][(seg1["t0"] > a) & (seg1["t0"] < b)].sum()) for a, b in zip(p1[:-1], p1[1:])]
     assert any(k % 10 for k in gaps1)

@@ -111,7 +111,9 @@ def _differences(a, b):
         x, y = getattr(a.records, name), getattr(b.records, name)
         if (x is None) != (y is None) or (x is not None and not np.array_equal(x, y, equal_nan=True)):
             out.append(name)
-    for i, (sa, sb) in enumerate(zip(a._segments + a._series, b._segments + b._series)):
+    logs = [(a._seg(i), b._seg(i)) for i in range(len(a.instances))] + [
+        (a._ser(i), b._ser(i)) for i in range(len(a.instances))]
+    for i, (sa, sb) in enumerate(logs):
         out += [f"log {i} {key}" for key in sa if not np.array_equal(sa[key], sb[key], equal_nan=True)]
     out += [name for name in ("_st_inst", "_st_g0", "_st_n") if not np.array_equal(getattr(a, name), getattr(b, name))]
     if a._extra != b._extra:

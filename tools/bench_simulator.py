@@ -145,6 +145,66 @@ def _compare(args) -> int:
     return 0
 
 
+DAY_MODEL, DAY_GPU, DAY_TP = "Llama-3.1-70B", "H100-SXM5-80GB", 8
+DAY_SLO = dict(ttft_slo=0.5, tpot_slo=0.05)       # chapter 15's SLO
+
+
+def simulate_day(args) -> int:
+    """A whole day of a 16-replica fleet, simulated (not extrapolated), at the realistic setting.
+
+    Chapter 15's diurnal day (hourly Poisson pieces, peak/trough 4) of the synthetic chat
+    workload, served by up to 16 replicas of Llama-3.1-70B on 8 H100s each (chunked prefill,
+    budget 512, batch <= 256) behind a least-loaded router, autoscaled every minute to N + 1 of
+    one replica's planned rate (capacity.replica_capacity at chapter 15's SLO), a replica ready
+    two minutes after it starts. The mean rate is set so that the peak hour needs all 16.
+    Prints the CPU time of simulate (and of metrics), the requests, and what the day looked like.
+    """
+    import resource
+
+    from servingmath import capacity
+    from servingmath.settings import REALISTIC
+    from servingmath.workloads import PiecewisePoisson, chat_workload
+
+    shape = chat_workload(20_000, seed=1)
+    per = capacity.replica_capacity(DAY_MODEL, DAY_GPU, shape.prompt_lens, shape.output_lens, max_batch_size=256,
+                                    setting="realistic", tensor_parallel=DAY_TP, **DAY_SLO)["rate"]
+    peak_pieces = PiecewisePoisson.diurnal(mean_rate=1.0, peak_to_trough=4.0).rates.max()
+    mean = (args.day_replicas - 1) * per / peak_pieces * 0.999        # the peak hour needs N + 1 = all of them
+    arrivals = PiecewisePoisson.diurnal(mean_rate=mean, peak_to_trough=4.0)
+    n = int(round(mean * 86400))
+    workload = chat_workload(n, seed=args.seed)
+    server = sim.Server(DAY_MODEL, DAY_GPU, tensor_parallel=DAY_TP, **REALISTIC)
+    config = sim.FleetConfig(
+        replicas=[sim.Replica(server, sim.ChunkedPrefill(token_budget=512, max_batch_size=256))] * args.day_replicas,
+        router=sim.LeastLoaded(), workload=workload, arrivals=arrivals,
+        autoscaler=sim.RateScaling(rate_per_replica=per, headroom=1, interval=60.0, warmup=120.0))
+    sim.simulate(dataclasses_replace_workload(config, chat_workload(2000, seed=0)), seed=args.seed)   # warm up
+    start = time.process_time()
+    result = sim.simulate(config, seed=args.seed)
+    cpu = time.process_time() - start
+    start = time.process_time()
+    m = result.metrics(itl=False)
+    cpu_metrics = time.process_time() - start
+    timeline = result.replica_timeline()
+    cpu_timeline = time.process_time() - start - cpu_metrics
+    print(f"a day of a {args.day_replicas}-replica fleet: {DAY_MODEL} on {DAY_TP} x H100 per replica, realistic "
+          f"setting, chat workload, mean {mean:.1f} req/s (peak/trough 4), {n:,} requests")
+    print(f"  autoscaled N + 1 at {per:.2f} req/s per replica: at most {int(timeline['serving'].max())} serving, "
+          f"{timeline['replica_seconds'] / 3600:,.0f} replica-hours")
+    print(f"  TTFT P99 {m.ttft.p99 * 1e3:,.0f} ms, TPOT P50 {m.tpot.p50 * 1e3:.1f} ms, "
+          f"{result.slo_attainment(**DAY_SLO):.3f} within the SLO")
+    print(f"  simulate: {cpu:.1f} s CPU ({n / cpu:,.0f} requests per CPU-second); metrics: {cpu_metrics:.1f} s; "
+          f"replica timeline: {cpu_timeline:.1f} s; "
+          f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
+    return 0 if len(result.records) == n and m.n_requests == n else 1
+
+
+def dataclasses_replace_workload(config, workload):
+    import dataclasses
+
+    return dataclasses.replace(config, workload=workload)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
@@ -159,12 +219,17 @@ def main(argv=None):
                         help="processes for a fleet whose replicas never interact (simulate's workers=)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--against", metavar="PATH", help="another checkout to measure beside this one")
+    parser.add_argument("--day", action="store_true",
+                        help="simulate a whole diurnal day of an autoscaled fleet (see simulate_day()); about 11 M requests")
+    parser.add_argument("--day-replicas", type=int, default=16)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-calibration", action="store_true",
                         help="skip timing 1e7 Python additions (a yardstick to compare machines)")
     args = parser.parse_args(argv)
     if args.worker:
         return _worker(args)
+    if args.day:
+        return simulate_day(args)
     if args.against:
         code = _compare(args)
         if code == 0 and not args.no_calibration:

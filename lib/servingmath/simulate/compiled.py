@@ -54,6 +54,7 @@ def available() -> bool:
 
 
 _COMPILED = []     # the functions below, compiled on first use (importing numba takes a moment)
+List = None        # numba.typed.List once compiled
 
 
 def _njit(fn):
@@ -70,7 +71,9 @@ def _compile():
         # the book keeps bytecode out of the sources there (tools/book.py): numba's cache too
         os.environ["NUMBA_CACHE_DIR"] = os.path.join(sys.pycache_prefix, "numba")
     import numba
+    from numba.typed import List
 
+    g["List"] = List
     for name in _COMPILED:
         g[name] = numba.njit(cache=True, nogil=True)(g[name])
 
@@ -213,34 +216,24 @@ def _grow(a, n):
 
 # ---- the loop -----------------------------------------------------------------------------------------------
 @_njit
-def _put(buf, n, i, a, b, c, d, e, f=0.0):
-    """Write row n of a log: instance i, then the values."""
-    buf[n, 0] = i
-    buf[n, 1] = a
-    buf[n, 2] = b
-    buf[n, 3] = c
-    buf[n, 4] = d
-    buf[n, 5] = e
-    if buf.shape[1] > 6:
-        buf[n, 6] = f
+def _put6(buf, n, a, b, c, d, e, f):
+    """Write row n of a decode-run log: (t0, K, A, beta, S0, B)."""
+    buf[n, 0] = a
+    buf[n, 1] = b
+    buf[n, 2] = c
+    buf[n, 3] = d
+    buf[n, 4] = e
+    buf[n, 5] = f
 
 
 @_njit
-def _by_instance(buf, rows, n):
-    """The first ``rows`` rows of a log, grouped by instance (column 0) in their order, without that
-    column; and each instance's count."""
-    counts = np.zeros(n, np.int64)
-    for r in range(rows):
-        counts[int(buf[r, 0])] += 1
-    start = np.zeros(n, np.int64)
-    for i in range(1, n):
-        start[i] = start[i - 1] + counts[i - 1]
-    out = np.empty((rows, buf.shape[1] - 1))
-    for r in range(rows):
-        i = int(buf[r, 0])
-        out[start[i]] = buf[r, 1:]
-        start[i] += 1
-    return out, counts
+def _put5(buf, n, a, b, c, d, e):
+    """Write row n of a time series: (t, running, decoding, prefill tokens, KV tokens)."""
+    buf[n, 0] = a
+    buf[n, 1] = b
+    buf[n, 2] = c
+    buf[n, 3] = d
+    buf[n, 4] = e
 
 
 @_njit
@@ -262,7 +255,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
     """Instances 0..n-1 (one per replica) over the open-loop arrivals ``times`` (requests 0..m-1 in
     arrival order), routed by ``router``; ``watch``: one instance that bounds its runs of decode steps
     by the next arrival (the reference's sees_arrivals). Fills the per-request outputs; returns
-    (status, segments, series, scale log), each log row starting with the instance.
+    (status, segments, rows, series, rows, scale log): each instance's logs and their lengths.
 
     Autoscaling (engine._scale_to, _on_ready): ``state`` the replicas' initial states, the targets
     ``scale_n`` taken at ``scale_t`` (worked out before the run: they depend on the arrivals
@@ -292,10 +285,14 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
     fin = np.full(max(m, 1), -1, np.int64)
     join_g = np.zeros(max(m, 1), np.int64)
     produced = np.zeros(max(m, 1), np.int64)
-    segments = np.empty((max(64, 3 * m), 7))     # room for a few rows per request (memory is
-    n_seg = 0                                    # taken when written: the rest costs nothing)
-    series = np.empty((max(64, 4 * m), 6))
-    n_ser = 0
+    # the logs, one per instance (numba's typed lists of arrays, each grown by doubling)
+    segments = List()
+    series = List()
+    for x in range(n):
+        segments.append(np.empty((max(64, 2 * m // n), 6)))
+        series.append(np.empty((max(64, 3 * m // n), 5)))
+    n_seg = np.zeros(n, np.int64)
+    n_ser = np.zeros(n, np.int64)
     # each instance's state (instance.py's attributes of the same names)
     n_waiting = np.zeros(n, np.int64)
     n_running = np.zeros(n, np.int64)
@@ -433,7 +430,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                 i = 0
             else:
                 if n_r == 0:
-                    return NO_REPLICA, segments[:n_seg], series[:n_ser], scale_log[:n_log]
+                    return NO_REPLICA, segments, n_seg, series, n_ser, scale_log[:n_log]
                 if router == ROUTE_RANDOM:
                     i = routable[int(route_u[j] * n_r)]
                 elif router == ROUTE_ROUND_ROBIN:
@@ -494,10 +491,10 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         fin_decodes = False
         if ending == _DECODE:
             if seg_k[i]:
-                if n_seg == segments.shape[0]:
-                    segments = _grow(segments, n_seg)
-                _put(segments, n_seg, i, seg_t0[i], seg_k[i], seg_a[i], seg_beta[i], seg_s[i], seg_grow[i])
-                n_seg += 1
+                if n_seg[i] == segments[i].shape[0]:
+                    segments[i] = _grow(segments[i], n_seg[i])
+                _put6(segments[i], n_seg[i], seg_t0[i], seg_k[i], seg_a[i], seg_beta[i], seg_s[i], seg_grow[i])
+                n_seg[i] += 1
                 grow = seg_k[i] * B[i]
                 G[i] += seg_k[i]
                 S[i] += grow
@@ -506,10 +503,10 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
             fin_decodes = True
         elif ending == _MIXED:
             if B[i]:
-                if n_seg == segments.shape[0]:
-                    segments = _grow(segments, n_seg)
-                _put(segments, n_seg, i, act_start[i], 1, act_dur[i], 0.0, S[i], B[i])
-                n_seg += 1
+                if n_seg[i] == segments[i].shape[0]:
+                    segments[i] = _grow(segments[i], n_seg[i])
+                _put6(segments[i], n_seg[i], act_start[i], 1, act_dur[i], 0.0, S[i], B[i])
+                n_seg[i] += 1
                 G[i] += 1
                 S[i] += act_grow[i]
                 kv_used[i] += act_grow[i]
@@ -602,10 +599,10 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                         nn = prompt[r] + produced[r]
                         pairs2 += nn * (nn + 1)                # _whole_prompt_counts
                     kv_used[i] += tokens + nb
-                    if n_ser == series.shape[0]:
-                        series = _grow(series, n_ser)
-                    _put(series, n_ser, i, t, n_running[i], B[i], tokens, kv_used[i])
-                    n_ser += 1
+                    if n_ser[i] == series[i].shape[0]:
+                        series[i] = _grow(series[i], n_ser[i])
+                    _put5(series[i], n_ser[i], t, n_running[i], B[i], tokens, kv_used[i])
+                    n_ser[i] += 1
                     kind[i] = _PREFILL
                     t_end[i] = t + _iteration_time(P, WM, CM, i, tokens, tokens, pairs2 * 0.5, nb)
                     seq[i] = counter
@@ -616,7 +613,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         else:                                              # Chunked.plan
             grow = B[i]
             if B[i] and kv_used[i] + grow > kv_cap[i]:
-                return PREEMPTS, segments[:n_seg], series[:n_ser], scale_log[:n_log]
+                return PREEMPTS, segments, n_seg, series, n_ser, scale_log[:n_log]
             left = budget[i] - B[i]
             nc = 0
             if left > 0:                                   # _continue_prefills
@@ -695,10 +692,10 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                 act_grow[i] = grow
                 act_start[i] = t
                 act_dur[i] = dur
-                if n_ser == series.shape[0]:
-                    series = _grow(series, n_ser)
-                _put(series, n_ser, i, t, n_running[i], B[i], prefill_tokens, kv_used[i])
-                n_ser += 1
+                if n_ser[i] == series[i].shape[0]:
+                    series[i] = _grow(series[i], n_ser[i])
+                _put5(series[i], n_ser[i], t, n_running[i], B[i], prefill_tokens, kv_used[i])
+                n_ser[i] += 1
                 kind[i] = _MIXED
                 t_end[i] = t + dur
                 seq[i] = counter
@@ -709,7 +706,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         # ---- _plan_decode ----
         b = B[i]
         if kv_used[i] + b > kv_cap[i]:
-            return PREEMPTS, segments[:n_seg], series[:n_ser], scale_log[:n_log]
+            return PREEMPTS, segments, n_seg, series, n_ser, scale_log[:n_log]
         while fin[hr[i, 0]] != hf[i, 0]:
             nh[i] = _heap_pop(hf, hr, i, nh[i])
         K = hf[i, 0] - G[i]
@@ -746,15 +743,15 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         seg_s[i] = s0
         seg_grow[i] = b
         drain[i] = K * b / dur
-        if n_ser == series.shape[0]:
-            series = _grow(series, n_ser)
-        _put(series, n_ser, i, t, n_running[i], b, 0, kv_used[i])
-        n_ser += 1
+        if n_ser[i] == series[i].shape[0]:
+            series[i] = _grow(series[i], n_ser[i])
+        _put5(series[i], n_ser[i], t, n_running[i], b, 0, kv_used[i])
+        n_ser[i] += 1
         kind[i] = _DECODE
         t_end[i] = t + dur
         seq[i] = counter
         counter += 1
-    return OK, segments[:n_seg], series[:n_ser], scale_log[:n_log]
+    return OK, segments, n_seg, series, n_ser, scale_log[:n_log]
 
 
 # ---- what the engine calls ------------------------------------------------------------------------------------
@@ -856,7 +853,7 @@ def run(instances, times, prompt, out, prio, n_classes, *, router=ROUTE_NONE, ro
     replica_of = np.zeros(m, np.int64)
     state = np.full(n, _ON, np.int64) if states is None else np.array(states, np.int64)
     scale_t, scale_n = (np.zeros(0), np.zeros(0, np.int64)) if scaling is None else scaling
-    status, segments, series, scale_log = _run(
+    status, segments, n_seg, series, n_ser, scale_log = _run(
         int(router), router == ROUTE_NONE, np.zeros(1) if route_u is None else np.asarray(route_u, dtype=float),
         np.array(pol, np.int64), np.array(whole, np.bool_), np.array(max_batch, np.int64), np.array(max_prefill), np.array(budget, np.int64),
         np.array(kv_cap), np.array([inst.index for inst in instances], np.int64), np.array(P), _rows(WM), _rows(CM),
@@ -871,7 +868,5 @@ def run(instances, times, prompt, out, prio, n_classes, *, router=ROUTE_NONE, ro
         columns["scale_log"] = [(float(t), int(i), int(k)) for t, i, k in scale_log]
     if router != ROUTE_NONE:
         columns["replica_of"] = replica_of
-    segments, seg_counts = _by_instance(segments, segments.shape[0], n)      # each instance's rows, in order
-    series, ser_counts = _by_instance(series, series.shape[0], n)
-    logs = list(zip(np.split(segments, np.cumsum(seg_counts)[:-1]), np.split(series, np.cumsum(ser_counts)[:-1])))
+    logs = [(np.asarray(segments[i])[:n_seg[i]], np.asarray(series[i])[:n_ser[i]]) for i in range(n)]
     return columns, logs

@@ -137,6 +137,7 @@ class Engine:
 
     # the reference loop's per-request state: made the first time it is read
     _LISTS = {
+        "open_times": lambda e: e._times.tolist(),
         "prompt": lambda e: e._prompt.tolist(),
         "out": lambda e: e._out.tolist(),
         "prio": lambda e: e._prio.tolist(),
@@ -315,13 +316,13 @@ class Engine:
         n = self.n
         self.closed = isinstance(arrivals, ClosedLoop)
         if isinstance(arrivals, Poisson):          # exponential gaps, or gamma ones (burstiness != 1)
-            self.open_times = np.cumsum(arrivals.gaps(self.rng_arrivals, n)).tolist()
+            self._times = np.cumsum(arrivals.gaps(self.rng_arrivals, n))
         elif isinstance(arrivals, PiecewisePoisson):
-            self.open_times = arrivals.arrival_times(self.rng_arrivals, n).tolist()
+            self._times = np.asarray(arrivals.arrival_times(self.rng_arrivals, n), dtype=float)
         elif isinstance(arrivals, Timestamps):
-            self.open_times = arrivals.times.tolist()
+            self._times = np.asarray(arrivals.times, dtype=float)
         else:
-            self.open_times = []
+            self._times = np.zeros(0)
             self.think = float(arrivals.think_time)
             self.think_exp = arrivals.think_time_distribution == "exponential"
             self.client = [-1] * n
@@ -331,7 +332,8 @@ class Engine:
                 heapq.heappush(self.events, (0.0, _ARRIVAL, next(self.counter), rid, 0))
             self.next_rid = first
             self.pending_arrivals = first
-        self.last_open = self.open_times[-1] if self.open_times else INF   # see arrivals_exhausted
+        # the open-loop arrival times (an array; the reference loop reads them as a list, open_times)
+        self.last_open = float(self._times[-1]) if self._times.size else INF   # see arrivals_exhausted
 
     # ---- the fleet: router, central queue, autoscaling -----------------------------------------------------
     def _setup_fleet(self):
@@ -459,7 +461,7 @@ class Engine:
         if target < 0:        # RateScaling: measure, decide, and look again after an interval
             window = float(scaler.window or scaler.interval)
             times = self.open_times
-            count = bisect.bisect_right(times, t) - bisect.bisect_right(times, t - window)
+            count = int(np.searchsorted(times, t, side="right") - np.searchsorted(times, t - window, side="right"))
             target = scaler.target(count / min(window, t) if t > 0 else 0.0, n_max)
             if self.next_open < self.n_open:
                 heapq.heappush(self.events, (t + float(scaler.interval), _SCALE, next(self.counter), -1, 0))
@@ -655,7 +657,7 @@ class Engine:
         scaling, warmup = None, 0.0
         if scaler is not None:
             scaling, warmup = self._scaling_decisions(), float(scaler.warmup)
-        outcome = compiled.run(insts, np.asarray(self.open_times, dtype=float), self._prompt, self._out,
+        outcome = compiled.run(insts, self._times, self._prompt, self._out,
                                self._prio, self.n_classes, router=code, route_u=u, states=self.state,
                                scaling=scaling, warmup=warmup)
         if outcome is None:
@@ -667,7 +669,6 @@ class Engine:
         for name, values in columns.items():
             setattr(self, name, values)
         self.replica_of = outcome[0]["replica_of"]
-        self.open_times = np.asarray(self.open_times, dtype=float)
         return True
 
     def _scaling_decisions(self):
@@ -677,22 +678,22 @@ class Engine:
         if isinstance(scaler, ScheduledScaling):
             return ([float(t) for t in scaler.times.tolist()],
                     [min(int(c), n_max) for c in scaler.replicas.tolist()])
-        times, n_open = self.open_times, len(self.open_times)
+        times, n_open = self._times, len(self._times)
         window, step = float(scaler.window or scaler.interval), float(scaler.interval)
         at, targets = [], []
         t = step
         while True:
-            count = bisect.bisect_right(times, t) - bisect.bisect_right(times, t - window)
+            count = int(np.searchsorted(times, t, side="right") - np.searchsorted(times, t - window, side="right"))
             at.append(t)
             targets.append(min(int(scaler.target(count / min(window, t) if t > 0 else 0.0, n_max)), n_max))
-            if bisect.bisect_right(times, t) >= n_open:      # the last decision: every request has arrived
+            if np.searchsorted(times, t, side="right") >= n_open:   # the last decision: every request has arrived
                 return at, targets
             t = t + step
 
     def _store(self, columns, rids, outcome, insts):
         """Copy a compiled run's outcome into the engine's columns and the instances' logs."""
         mine, logs = outcome
-        columns["arrival"][rids] = np.asarray(self.open_times, dtype=float)[rids]
+        columns["arrival"][rids] = self._times[rids]
         for name, values in mine.items():
             if name in columns:
                 columns[name][rids] = values
@@ -708,8 +709,7 @@ class Engine:
         same events in the same order for every replica (nothing another replica does reaches it),
         but a small heap and the one-server fast path (sees_arrivals) per replica. A replica of one
         plain instance runs in the compiled loop (:mod:`.compiled`) unless it would preempt."""
-        times = np.asarray(self.open_times, dtype=float)
-        self.open_times = times
+        times = self._times
         rest = list(indices)
         if self.compiled:
             rest = []
@@ -732,7 +732,8 @@ class Engine:
                     setattr(self, name, values.tolist() if rest else values)
         for k in rest:
             self._loop(times[self.mine[k]].tolist(), self.mine[k].tolist(), self.replicas[k])
-        self.open_times = times.tolist() if rest else times
+        if rest:
+            self.open_times = times.tolist()
 
     def _columns(self):
         """The per-request columns the compiled loop writes, as arrays of their initial values (it

@@ -295,20 +295,10 @@ class SimulationResult:
         self._pipe_busy = [None if inst.pipe is None else list(inst.pipe.busy) for inst in engine.instances]
         self._scale_log = list(engine.scale_log)
         self._kv_capacity = [inst.kv_cap for inst in engine.instances]
-        self._segments = []
-        self._series = []
-        for inst in engine.instances:
-            seg = np.asarray(inst.segments, dtype=float).reshape(-1, 6)
-            self._segments.append({"t0": seg[:, 0], "k": seg[:, 1].astype(np.int64), "a": seg[:, 2],
-                                   "beta": seg[:, 3], "s0": seg[:, 4], "b": seg[:, 5]})
-            ts = np.asarray(inst.series, dtype=float).reshape(-1, 5)
-            self._series.append({
-                "time": ts[:, 0],
-                "running": ts[:, 1].astype(np.int64),
-                "decoding": ts[:, 2].astype(np.int64),
-                "prefill_tokens": ts[:, 3].astype(np.int64),
-                "kv_tokens": ts[:, 4],
-            })
+        # each instance's logs as the engine left them; read as columns on first use (_seg, _ser)
+        self._logs = [(inst.segments, inst.series) for inst in engine.instances]
+        self._segments = [None] * len(engine.instances)
+        self._series = [None] * len(engine.instances)
         self._st_inst = np.asarray(engine.st_inst, dtype=np.int64)
         self._st_g0 = np.asarray(engine.st_g0, dtype=np.int64)
         self._st_n = np.asarray(engine.st_n, dtype=np.int64)
@@ -322,11 +312,28 @@ class SimulationResult:
         return (f"SimulationResult({len(self.records)} requests, seed={self.seed}, "
                 f"policy={type(self.config.policy).__name__})")
 
+    def _seg(self, inst: int) -> dict:
+        """An instance's runs of decode steps as columns: (t0, K, A, beta, S0, B) per run."""
+        if self._segments[inst] is None:
+            seg = np.asarray(self._logs[inst][0], dtype=float).reshape(-1, 6)
+            self._segments[inst] = {"t0": seg[:, 0], "k": seg[:, 1].astype(np.int64), "a": seg[:, 2],
+                                    "beta": seg[:, 3], "s0": seg[:, 4], "b": seg[:, 5]}
+        return self._segments[inst]
+
+    def _ser(self, inst: int) -> dict:
+        """An instance's time series as columns, one row per action."""
+        if self._series[inst] is None:
+            ts = np.asarray(self._logs[inst][1], dtype=float).reshape(-1, 5)
+            self._series[inst] = {"time": ts[:, 0], "running": ts[:, 1].astype(np.int64),
+                                  "decoding": ts[:, 2].astype(np.int64),
+                                  "prefill_tokens": ts[:, 3].astype(np.int64), "kv_tokens": ts[:, 4]}
+        return self._series[inst]
+
     # ---- token times ------------------------------------------------------------------------------
     def _steps(self, inst: int) -> np.ndarray:
         """End time of every decode step of an instance (rebuilt from its segments)."""
         if self._step_ends[inst] is None:
-            s = self._segments[inst]
+            s = self._seg(inst)
             k_seg = s["k"]
             seg = np.repeat(np.arange(k_seg.size), k_seg)
             first = np.cumsum(k_seg) - k_seg
@@ -477,7 +484,7 @@ class SimulationResult:
             instance = self.instances.index(instance)
         if not (isinstance(instance, (int, np.integer)) and 0 <= instance < len(self.instances)):
             raise ValueError(f"instance must be an index in [0, {len(self.instances)}), got {instance!r}")
-        out = dict(self._series[instance])
+        out = dict(self._ser(instance))
         cap = self._kv_capacity[instance]
         out["kv_occupancy"] = out["kv_tokens"] / cap if np.isfinite(cap) else out["kv_tokens"] * np.nan
         return out
