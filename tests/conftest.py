@@ -24,6 +24,18 @@ def load_tool(name: str):
 
 os.environ.pop("SERVINGMATH_STRICT_CHECKS", None)
 
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _simulator_compiled():
+    """The simulator's compiled loop, loaded (or compiled) before any test: a test's first simulation
+    would otherwise carry that time (tools/book.py compiles it once before the tests start)."""
+    from servingmath.simulate import compiled
+
+    compiled.warm_up()
+
 # Property tests explore the same examples on every run (reproducible CI), with no per-example deadline
 # (these machines are shared and noisy: speed is measured in benchmarks, never asserted in tests).
 from hypothesis import settings  # noqa: E402

@@ -89,6 +89,16 @@ def setup(quiet: bool = False) -> None:
         sys.exit("[book] installing the servingmath library failed (see pip's message above)")
     STAMP.write_text(_setup_hash() + "\n")
     _say(f"environment ready in {time.time() - start:.0f} s")
+    warm_up_simulator()
+
+
+def warm_up_simulator() -> None:
+    """Compile the simulator's event loop (numba, servingmath/simulate/compiled.py) once, now, so that
+    the first simulation in a chapter or in each test process loads it instead (about 20 s the first
+    time after a change to that file, under a second from its cache)."""
+    code = "from servingmath.simulate import compiled; compiled.warm_up()"
+    if not PYTHON.exists() or subprocess.run([str(PYTHON), "-c", code], cwd=ROOT).returncode != 0:
+        _say("compiling the simulator's loop failed: simulations will run the reference loop (slower)")
 
 
 def lab(extra: list[str]) -> int:
@@ -122,6 +132,7 @@ def lab_environment(environ) -> dict:
 def test(extra: list[str]) -> int:
     """Run every test: library and tools, then the chapters and solutions (nbval), then exercises."""
     setup(quiet=True)
+    warm_up_simulator()                     # one process compiles; the test processes load the cache
     env = dict(os.environ)
     env.pop("MPLBACKEND", None)
     # -rs: every skipped test is listed at the end with its reason (no Chromium, no book build,

@@ -216,24 +216,16 @@ def _grow(a, n):
 
 # ---- the loop -----------------------------------------------------------------------------------------------
 @_njit
-def _put6(buf, n, a, b, c, d, e, f):
-    """Write row n of a decode-run log: (t0, K, A, beta, S0, B)."""
+def _put(buf, n, a, b, c, d, e, f=0.0):
+    """Write row n of a log: a decode run (t0, K, A, beta, S0, B) in six columns, or a time
+    series row (t, running, decoding, prefill tokens, KV tokens) in five (``f`` unused)."""
     buf[n, 0] = a
     buf[n, 1] = b
     buf[n, 2] = c
     buf[n, 3] = d
     buf[n, 4] = e
-    buf[n, 5] = f
-
-
-@_njit
-def _put5(buf, n, a, b, c, d, e):
-    """Write row n of a time series: (t, running, decoding, prefill tokens, KV tokens)."""
-    buf[n, 0] = a
-    buf[n, 1] = b
-    buf[n, 2] = c
-    buf[n, 3] = d
-    buf[n, 4] = e
+    if buf.shape[1] > 5:
+        buf[n, 5] = f
 
 
 @_njit
@@ -493,7 +485,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
             if seg_k[i]:
                 if n_seg[i] == segments[i].shape[0]:
                     segments[i] = _grow(segments[i], n_seg[i])
-                _put6(segments[i], n_seg[i], seg_t0[i], seg_k[i], seg_a[i], seg_beta[i], seg_s[i], seg_grow[i])
+                _put(segments[i], n_seg[i], seg_t0[i], seg_k[i], seg_a[i], seg_beta[i], seg_s[i], seg_grow[i])
                 n_seg[i] += 1
                 grow = seg_k[i] * B[i]
                 G[i] += seg_k[i]
@@ -505,7 +497,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
             if B[i]:
                 if n_seg[i] == segments[i].shape[0]:
                     segments[i] = _grow(segments[i], n_seg[i])
-                _put6(segments[i], n_seg[i], act_start[i], 1, act_dur[i], 0.0, S[i], B[i])
+                _put(segments[i], n_seg[i], act_start[i], 1, act_dur[i], 0.0, S[i], B[i])
                 n_seg[i] += 1
                 G[i] += 1
                 S[i] += act_grow[i]
@@ -601,7 +593,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                     kv_used[i] += tokens + nb
                     if n_ser[i] == series[i].shape[0]:
                         series[i] = _grow(series[i], n_ser[i])
-                    _put5(series[i], n_ser[i], t, n_running[i], B[i], tokens, kv_used[i])
+                    _put(series[i], n_ser[i], t, n_running[i], B[i], tokens, kv_used[i])
                     n_ser[i] += 1
                     kind[i] = _PREFILL
                     t_end[i] = t + _iteration_time(P, WM, CM, i, tokens, tokens, pairs2 * 0.5, nb)
@@ -694,7 +686,7 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                 act_dur[i] = dur
                 if n_ser[i] == series[i].shape[0]:
                     series[i] = _grow(series[i], n_ser[i])
-                _put5(series[i], n_ser[i], t, n_running[i], B[i], prefill_tokens, kv_used[i])
+                _put(series[i], n_ser[i], t, n_running[i], B[i], prefill_tokens, kv_used[i])
                 n_ser[i] += 1
                 kind[i] = _MIXED
                 t_end[i] = t + dur
@@ -745,13 +737,29 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         drain[i] = K * b / dur
         if n_ser[i] == series[i].shape[0]:
             series[i] = _grow(series[i], n_ser[i])
-        _put5(series[i], n_ser[i], t, n_running[i], b, 0, kv_used[i])
+        _put(series[i], n_ser[i], t, n_running[i], b, 0, kv_used[i])
         n_ser[i] += 1
         kind[i] = _DECODE
         t_end[i] = t + dur
         seq[i] = counter
         counter += 1
     return OK, segments, n_seg, series, n_ser, scale_log[:n_log]
+
+
+def warm_up() -> bool:
+    """Compile the loop now (or load it from numba's cache): a tiny simulation through it. Returns
+    whether the compiled loop is available. ``tools/book.py`` calls it after setting up."""
+    if not available():
+        return False
+    from ..workloads import Poisson, Workload
+    from .config import ContinuousBatching, Server, SimulationConfig
+    from .engine import Engine
+    from .steptimes import LinearStepTimes
+
+    config = SimulationConfig(server=Server(step_times=LinearStepTimes(step_time=1e-3)),
+                              workload=Workload.fixed(8, prompt_len=16, output_len=4),
+                              arrivals=Poisson(rate=100.0), policy=ContinuousBatching(max_batch_size=4))
+    return Engine(config, 0).run().compiled_instances == 1
 
 
 # ---- what the engine calls ------------------------------------------------------------------------------------
