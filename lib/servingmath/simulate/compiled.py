@@ -1,43 +1,50 @@
-"""The compiled event loop: one plain replica over open-loop arrivals, the same events as the reference.
+"""The compiled event loop: plain replicas over open-loop arrivals, the same events as the reference.
 
 The reference loop (:mod:`.engine`, :mod:`.instance`, :mod:`.policies`) is
-written for clarity and covers every option; it simulates about 50,000 to
+written for clarity and covers every option; it simulates some 25,000 to
 70,000 requests per CPU-second, so a day of a 16-replica fleet (millions of
-requests) takes minutes. This module is the same loop for the case that
-dominates such runs, compiled with numba: one instance (the one server, or one
-replica of a fleet whose replicas never interact) under continuous batching
-(:class:`.policies.PrefillFirst`) or chunked prefill (:class:`.policies.Chunked`),
-without the options (paged KV blocks, watermark, prefix caching, priority
-preemption, speculative decoding, a pipeline, a sliding window, multi-step
-scheduling), with the library's step model or a linear toy one.
+requests) takes many minutes. This module is the same loop for the case that
+dominates such runs, compiled with numba:
+
+* instances under continuous batching (:class:`.policies.PrefillFirst`) or
+  chunked prefill (:class:`.policies.Chunked`, whole prompts or chunks), without
+  the options (paged KV blocks, watermark, prefix caching, priority preemption,
+  speculative decoding, a pipeline, a sliding window, multi-step scheduling),
+  with the library's step model or a linear toy one;
+* open-loop arrivals, to one server, to each replica of a fleet whose replicas
+  never interact (one at a time, as the reference does), or to a fleet behind a
+  random, round-robin or least-loaded router, autoscaled or not (an autoscaler's
+  decisions depend on the arrivals only, so :meth:`.engine.Engine._scaling_decisions`
+  works them out before the run).
 
 It is a transcription, statement for statement, of the reference's paths for
 that case: the same arithmetic in the same order, so the same floating-point
 numbers, and the same decisions; the tests compare the two bit for bit on many
 configurations (``tests/test_simulator_compiled.py``). Where the reference
 would preempt a sequence (the KV cache is full), this loop stops and says so,
-and the engine runs that replica with the reference loop instead: preemption
-(a sequence recomputed later, its token stints in several pieces) stays in one
-place only.
+and the engine runs that replica (or fleet) with the reference loop instead:
+preemption (a sequence recomputed later, its token stints in several pieces)
+stays in one place only.
 
 Why numba (a package, not code of our own): it compiles this plain Python
 subset to machine code on the reader's machine, with no compiler to install
 and no second language to read; the loop stays readable beside the reference.
-The first call compiles (a few seconds) and caches the result beside this file
-(or in numba's user cache); later processes load it. Without numba (or with
+The first call compiles (about 25 s; ``tools/book.py`` does it after setting
+up, :func:`warm_up`) and caches the result beside this file (under
+``sys.pycache_prefix`` where one is set; or in numba's user cache); later
+processes load it in a second or two. Without numba (or with
 ``SERVINGMATH_COMPILED=0`` in the environment), every simulation runs the
 reference loop, with the same results.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import sys
 
 import numpy as np
-
-import importlib.util
-import sys
 
 INF = math.inf
 OK, PREEMPTS, NO_REPLICA = 0, 1, 2       # what a compiled run returns
