@@ -194,3 +194,20 @@ def test_simulate_uses_it_and_workers_keep_the_result():
     assert _differences(one, two) == []
     assert one.records.replica.tolist() == two.records.replica.tolist()
     assert set(one.records.replica.tolist()) == {0, 1, 2}
+
+
+def test_a_numba_failure_falls_back_to_the_reference_loop(monkeypatch):
+    """numba broken on a reader's machine: a warning, then the reference loop, the same results."""
+    from numba.core.errors import TypingError
+
+    def broken(*args):
+        raise TypingError("a compile that fails here")
+
+    config = CASES["chunked"][0]
+    _, ref = _run(config, 3, False)
+    monkeypatch.setattr(compiled, "_run", broken)
+    monkeypatch.setattr(compiled, "_BROKEN", [])
+    with pytest.warns(RuntimeWarning, match="reference loop"):
+        engine, new = _run(config, 3, True)
+    assert engine.compiled_instances == 0 and not compiled.available()
+    assert _differences(ref, new) == []

@@ -55,9 +55,13 @@ ROUTE_NONE, ROUTE_RANDOM, ROUTE_ROUND_ROBIN, ROUTE_REQUESTS, ROUTE_TOKENS = 0, 1
 _IDLE, _DECODE, _PREFILL, _MIXED, _WAKE = 0, 1, 2, 3, 5    # instance.py's action kinds
 
 
+_BROKEN = []       # why numba could not compile the loop here, once it failed
+
+
 def available() -> bool:
-    """Whether the compiled loop can run here (numba installed, not switched off)."""
-    return os.environ.get("SERVINGMATH_COMPILED", "1") != "0" and importlib.util.find_spec("numba") is not None
+    """Whether the compiled loop can run here (numba installed and working, not switched off)."""
+    return (os.environ.get("SERVINGMATH_COMPILED", "1") != "0" and not _BROKEN
+            and importlib.util.find_spec("numba") is not None)
 
 
 _COMPILED = []     # the functions below, compiled on first use (importing numba takes a moment)
@@ -478,7 +482,8 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                     k = _steps_to_cover(ta - seg_t0[i], seg_a[i], seg_beta[i], seg_grow[i], seg_s[i])
                     if k < seg_k[i]:
                         seg_k[i] = k
-                        t_end[i] = seg_t0[i] + (k * seg_a[i] + seg_beta[i] * (k * seg_s[i] + seg_grow[i] * k * (k - 1) * 0.5))
+                        t_end[i] = seg_t0[i] + (k * seg_a[i] + seg_beta[i] * (k * seg_s[i]
+                                                                 + seg_grow[i] * k * (k - 1) * 0.5))
                         seq[i] = counter
                         counter += 1
             continue
@@ -789,6 +794,16 @@ def supports(inst) -> bool:
 _MODES = {"hybrid": HYBRID, "additive": ADDITIVE, "roofline": ROOFLINE}
 
 
+def _give_up(exc):
+    """numba could not compile the loop here: say so once, and let the reference loop run everything."""
+    import warnings
+
+    _BROKEN.append(repr(exc))
+    warnings.warn(f"servingmath.simulate: the compiled loop is unavailable here ({exc!r:.200}); "
+                  "simulations run the reference loop (same results, slower)", RuntimeWarning, stacklevel=3)
+    return None
+
+
 def _step_parameters(steps, largest):
     """The step model as the flat row ``_run`` reads, and its tables (MoE weight reads, NCCL
     all-reduces) up to ``largest`` tokens from the step model's own tables, each behind a flag
@@ -845,7 +860,10 @@ def run(instances, times, prompt, out, prio, n_classes, *, router=ROUTE_NONE, ro
     ready ``warmup`` seconds after they start; the scale log then comes back as ``columns["scale_log"]``."""
     from .policies import Chunked
 
-    _compile()
+    try:
+        _compile()
+    except Exception as exc:  # pragma: no cover - a broken numba install: the reference loop runs instead
+        return _give_up(exc)
     m = len(times)
     n = len(instances)
     pol, whole, max_batch, max_prefill, budget, kv_cap = [], [], [], [], [], []
@@ -868,15 +886,21 @@ def run(instances, times, prompt, out, prio, n_classes, *, router=ROUTE_NONE, ro
     replica_of = np.zeros(m, np.int64)
     state = np.full(n, _ON, np.int64) if states is None else np.array(states, np.int64)
     scale_t, scale_n = (np.zeros(0), np.zeros(0, np.int64)) if scaling is None else scaling
-    status, segments, n_seg, series, n_ser, scale_log = _run(
-        int(router), router == ROUTE_NONE, np.zeros(1) if route_u is None else np.asarray(route_u, dtype=float),
-        np.array(pol, np.int64), np.array(whole, np.bool_), np.array(max_batch, np.int64), np.array(max_prefill), np.array(budget, np.int64),
-        np.array(kv_cap), np.array([inst.index for inst in instances], np.int64), np.array(P), _rows(WM), _rows(CM),
-        np.ascontiguousarray(times, dtype=float), np.ascontiguousarray(prompt, dtype=np.int64),
-        np.ascontiguousarray(out, dtype=np.int64), np.ascontiguousarray(prio, dtype=np.int64), int(n_classes),
-        columns["scheduled"], columns["first_token"], columns["finish_time"], columns["st_inst"], columns["st_g0"],
-        columns["st_n"], replica_of, state, np.asarray(scale_t, dtype=float), np.asarray(scale_n, dtype=np.int64),
-        float(warmup))
+    try:
+        status, segments, n_seg, series, n_ser, scale_log = _run(
+            int(router), router == ROUTE_NONE, np.zeros(1) if route_u is None else np.asarray(route_u, dtype=float),
+            np.array(pol, np.int64), np.array(whole, np.bool_), np.array(max_batch, np.int64),
+            np.array(max_prefill), np.array(budget, np.int64), np.array(kv_cap),
+            np.array([inst.index for inst in instances], np.int64), np.array(P), _rows(WM), _rows(CM),
+            np.ascontiguousarray(times, dtype=float), np.ascontiguousarray(prompt, dtype=np.int64),
+            np.ascontiguousarray(out, dtype=np.int64), np.ascontiguousarray(prio, dtype=np.int64), int(n_classes),
+            columns["scheduled"], columns["first_token"], columns["finish_time"], columns["st_inst"],
+            columns["st_g0"], columns["st_n"], replica_of, state, np.asarray(scale_t, dtype=float),
+            np.asarray(scale_n, dtype=np.int64), float(warmup))
+    except Exception as exc:  # pragma: no cover - numba failed to compile here: the reference loop runs instead
+        if type(exc).__module__.split(".")[0] not in ("numba", "llvmlite"):
+            raise
+        return _give_up(exc)
     if status != OK:
         return None
     if scaling is not None:
