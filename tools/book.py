@@ -89,6 +89,7 @@ def setup(quiet: bool = False) -> None:
         sys.exit("[book] installing the servingmath library failed (see pip's message above)")
     STAMP.write_text(_setup_hash() + "\n")
     _say(f"environment ready in {time.time() - start:.0f} s")
+    _say("compiling the simulator's event loop (numba; once, about half a minute)")
     warm_up_simulator()
 
 
