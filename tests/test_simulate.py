@@ -595,6 +595,13 @@ def test_bench_script_runs():
     assert bench.main(["--requests", "300", "--repeat", "1", "--no-calibration"]) == 0
 
 
+def test_bench_simulates_a_whole_day_of_an_autoscaled_fleet(capsys):
+    bench = load_tool("bench_simulator")
+    assert bench.main(["--day", "--day-replicas", "2"]) == 0      # about 0.7 M requests
+    out = capsys.readouterr().out
+    assert "a day of a 2-replica fleet" in out and "at most 2 serving" in out
+
+
 # ---- bad input --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("make, match", [
     (lambda: Poisson(-1.0), "rate"),

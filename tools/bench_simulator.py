@@ -34,6 +34,7 @@ independent Poisson streams: the same traffic, without a router).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -178,7 +179,7 @@ def simulate_day(args) -> int:
         replicas=[sim.Replica(server, sim.ChunkedPrefill(token_budget=512, max_batch_size=256))] * args.day_replicas,
         router=sim.LeastLoaded(), workload=workload, arrivals=arrivals,
         autoscaler=sim.RateScaling(rate_per_replica=per, headroom=1, interval=60.0, warmup=120.0))
-    sim.simulate(dataclasses_replace_workload(config, chat_workload(2000, seed=0)), seed=args.seed)   # warm up
+    sim.simulate(dataclasses.replace(config, workload=chat_workload(2000, seed=0)), seed=args.seed)   # warm up
     before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.process_time()
     result = sim.simulate(config, seed=args.seed)
@@ -201,12 +202,6 @@ def simulate_day(args) -> int:
           f"replica timeline: {cpu_timeline:.1f} s; "
           f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
     return 0 if len(result.records) == n and m.n_requests == n else 1
-
-
-def dataclasses_replace_workload(config, workload):
-    import dataclasses
-
-    return dataclasses.replace(config, workload=workload)
 
 
 def main(argv=None):

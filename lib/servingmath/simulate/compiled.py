@@ -240,6 +240,28 @@ def _put(buf, n, a, b, c, d, e, f=0.0):
 
 
 @_njit
+def _take_prompts(Q, qhead, qtail, i, n_classes, room, free_kv, max_tokens, prompt, produced, batch):
+    """instance._take_prompts for instance i: pop waiting requests (class order, FCFS, head-of-line
+    blocking) into ``batch[i]`` while the batch has room, the KV cache has room and (after the first)
+    the prefill stays within ``max_tokens``. Returns (requests taken, their prompt tokens)."""
+    nb = 0
+    tokens = 0
+    for c in range(n_classes):
+        row = i * n_classes + c
+        while qhead[row] < qtail[row]:
+            r = Q[row, qhead[row] % Q.shape[1]]
+            nn = prompt[r] + produced[r]
+            if nb >= room or nn + 1 > free_kv or (nb and tokens + nn > max_tokens):
+                return nb, tokens
+            qhead[row] += 1
+            batch[i, nb] = r
+            nb += 1
+            tokens += nn
+            free_kv -= nn + 1
+    return nb, tokens
+
+
+@_njit
 def _queue_grow(Q, qhead, qtail):
     """The waiting queues (ring buffers, one row per instance and class) with twice the room."""
     cap = Q.shape[1]
@@ -570,27 +592,8 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
         # ---- plan the next action ----
         if pol[i] == PREFILL_FIRST:
             if n_waiting[i] and n_running[i] < max_batch[i]:
-                # _take_prompts(room, free KV, max_prefill): class order, FCFS, head-of-line blocking
-                room = max_batch[i] - n_running[i]
-                free_kv = kv_cap[i] - kv_used[i]
-                nb = 0
-                tokens = 0
-                stop = False
-                for c in range(n_classes):
-                    row = i * n_classes + c
-                    while qhead[row] < qtail[row]:
-                        r = Q[row, qhead[row] % Q.shape[1]]
-                        nn = prompt[r] + produced[r]
-                        if nb >= room or nn + 1 > free_kv or (nb and tokens + nn > max_prefill[i]):
-                            stop = True
-                            break
-                        qhead[row] += 1
-                        batch[i, nb] = r
-                        nb += 1
-                        tokens += nn
-                        free_kv -= nn + 1
-                    if stop:
-                        break
+                nb, tokens = _take_prompts(Q, qhead, qtail, i, n_classes, max_batch[i] - n_running[i],
+                                           kv_cap[i] - kv_used[i], max_prefill[i], prompt, produced, batch)
                 n_waiting[i] -= nb
                 n_batch[i] = nb
                 if nb:
@@ -632,24 +635,8 @@ def _run(router, watch, route_u, pol, whole, max_batch, max_prefill, budget, kv_
                     if left == 0:
                         break
             if left > 0 and n_waiting[i] and n_running[i] < max_batch[i]:
-                room = max_batch[i] - n_running[i]
-                free_kv = kv_cap[i] - kv_used[i] - grow
-                nb = 0
-                stop = False
-                for c in range(n_classes):                 # _take_prompts(..., INF)
-                    row = i * n_classes + c
-                    while qhead[row] < qtail[row]:
-                        r = Q[row, qhead[row] % Q.shape[1]]
-                        nn = prompt[r] + produced[r]
-                        if nb >= room or nn + 1 > free_kv:
-                            stop = True
-                            break
-                        qhead[row] += 1
-                        batch[i, nb] = r
-                        nb += 1
-                        free_kv -= nn + 1
-                    if stop:
-                        break
+                nb, _ = _take_prompts(Q, qhead, qtail, i, n_classes, max_batch[i] - n_running[i],
+                                      kv_cap[i] - kv_used[i] - grow, INF, prompt, produced, batch)
                 n_waiting[i] -= nb
                 for q in range(nb):                        # _admit_within
                     if left <= 0:

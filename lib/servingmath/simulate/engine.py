@@ -18,7 +18,6 @@ per replica over that replica's arrivals.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import gc
 import heapq
@@ -459,10 +458,7 @@ class Engine:
         scaler = self.config.autoscaler
         n_max = len(self.replicas)
         if target < 0:        # RateScaling: measure, decide, and look again after an interval
-            window = float(scaler.window or scaler.interval)
-            times = self.open_times
-            count = int(np.searchsorted(times, t, side="right") - np.searchsorted(times, t - window, side="right"))
-            target = scaler.target(count / min(window, t) if t > 0 else 0.0, n_max)
+            target = self._rate_target(t)
             if self.next_open < self.n_open:
                 heapq.heappush(self.events, (t + float(scaler.interval), _SCALE, next(self.counter), -1, 0))
         self._scale_to(min(int(target), n_max), t, float(scaler.warmup))
@@ -591,7 +587,7 @@ class Engine:
             return None
         c = len(self.replicas)
         if isinstance(router, RoundRobin):
-            return [rid % c for rid in range(self.n)]
+            return np.arange(self.n) % c
         return (self.route_draws * c).astype(np.int64).tolist()     # the router's int(u * c), for all at once
 
     def run(self, workers=1):
@@ -642,8 +638,8 @@ class Engine:
         self.mine = np.split(order, cuts)
 
     def _compiled_fleet(self):
-        """A fleet whose router reads the replicas' state (least loaded), all on all day, open-loop, of
-        plain replicas: the whole loop compiled (:mod:`.compiled`). False where it does not apply or
+        """A fleet of plain replicas, open-loop, whose replicas interact (a least-loaded router, or an
+        autoscaler behind any of the routers the compiled loop knows): the whole loop compiled (:mod:`.compiled`). False where it does not apply or
         would preempt (then nothing has changed and the reference loop runs)."""
         if not (self.compiled and self.fleet and not self.closed):
             return False
@@ -678,17 +674,23 @@ class Engine:
         if isinstance(scaler, ScheduledScaling):
             return ([float(t) for t in scaler.times.tolist()],
                     [min(int(c), n_max) for c in scaler.replicas.tolist()])
-        times, n_open = self._times, len(self._times)
-        window, step = float(scaler.window or scaler.interval), float(scaler.interval)
+        step = float(scaler.interval)
         at, targets = [], []
         t = step
         while True:
-            count = int(np.searchsorted(times, t, side="right") - np.searchsorted(times, t - window, side="right"))
             at.append(t)
-            targets.append(min(int(scaler.target(count / min(window, t) if t > 0 else 0.0, n_max)), n_max))
-            if np.searchsorted(times, t, side="right") >= n_open:   # the last decision: every request has arrived
+            targets.append(min(int(self._rate_target(t)), n_max))
+            if np.searchsorted(self._times, t, side="right") >= len(self._times):   # every request has arrived
                 return at, targets
             t = t + step
+
+    def _rate_target(self, t):
+        """RateScaling's target at t, from the open-loop arrivals of the last window (those at t included:
+        arrivals come first at equal times)."""
+        scaler, times = self.config.autoscaler, self._times
+        window = float(scaler.window or scaler.interval)
+        count = int(np.searchsorted(times, t, side="right") - np.searchsorted(times, t - window, side="right"))
+        return scaler.target(count / min(window, t) if t > 0 else 0.0, len(self.replicas))
 
     def _store(self, columns, rids, outcome, insts):
         """Copy a compiled run's outcome into the engine's columns and the instances' logs."""
