@@ -243,3 +243,22 @@ def test_unknown_names_raise_key_errors_with_suggestions():
         mem.max_batch_size("Llama-3.1-8b-typo", H100, 1024)
     with pytest.raises(KeyError, match="H100"):
         mem.max_batch_size("Llama-3.1-8B", "H1000", 1024)
+
+
+@pytest.mark.parametrize("model, acc, wd, tp", [("Llama-3.1-70B", "RTX-PRO-6000-Blackwell-Server", "fp8", 1),
+                                                ("Llama-3.1-405B", "H100", "fp8", 8), ("Llama-3.1-8B", "A10G", "bf16", 1)])
+def test_pipeline_stages_pool_their_memory_for_one_kv_cache(model, acc, wd, tp):
+    # P stages of N GPUs: each holds 1/P of the weights and 1/P of a token's KV bytes, so in units of one
+    # N-GPU group holding every layer the cache has P (u M - R) - W_gpu bytes
+    one = mem.max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype="fp8", tensor_parallel=tp)
+    assert mem.max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype="fp8", tensor_parallel=tp,
+                             pipeline_parallel=1) == one
+    usable = mem.usable_memory(acc)
+    w = mem.weight_bytes_per_gpu(model, weight_dtype=wd, tensor_parallel=tp)
+    kv = mem.kv_bytes_per_token_per_gpu(model, kv_dtype="fp8", tensor_parallel=tp)
+    for p in (2, 4):
+        expected = max(0, math.floor((p * usable - w) / kv))
+        got = mem.max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype="fp8", tensor_parallel=tp, pipeline_parallel=p)
+        assert got == expected and got > p * max(one, 0) - 1
+    with pytest.raises(ValueError, match="pipeline_parallel"):
+        mem.max_kv_tokens(model, acc, pipeline_parallel=0)

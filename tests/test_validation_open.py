@@ -18,7 +18,7 @@ from servingmath import memory, settings, validation
 from servingmath.hardware import get_accelerator, list_accelerators
 from servingmath.models import get_model, load_model_config
 from servingmath.validation import (BASELINE, PHYSICAL, Efficiency, engine_scheduler, load_published_measurements,
-                                    parse_parallelism, predict, resolve_accelerator, resolve_model)
+                                    parallel_layout, parse_parallelism, predict, resolve_accelerator, resolve_model)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ["source_title", "source_location", "model", "params_B", "n_layers", "n_kv_heads", "head_dim", "hardware",
@@ -116,6 +116,21 @@ def test_parallelism_as_benchmarks_write_it(tp, gpus, expected):
     assert parse_parallelism(tp, gpus) == expected
 
 
+@pytest.mark.parametrize("tp, gpus, expected", [("TP1,PP2", "2", (1, 2, 1)), ("TP2xPP2", "8", (2, 2, 2)),
+                                                ("tp=2,pp=2,dp=2", "", (2, 2, 2)), ("PP4", "", (1, 4, 1)),
+                                                ("TP4xDP2", "", (4, 1, 2)), ("TP1,PP1", "1", (1, 1, 1)),
+                                                ("2", "8", (2, 1, 4))])
+def test_parallel_layouts_with_pipeline_stages(tp, gpus, expected):
+    assert parallel_layout(tp, gpus) == expected
+
+
+@pytest.mark.parametrize("tp, gpus, message", [("TP2,PP2,TP2", "", "each degree once"), ("TP2,PP", "", "labelled"),
+                                               ("TP2,PP2,DP2", "4", "tp x pp x dp"), ("PP2", "3", "multiple")])
+def test_parallel_layouts_that_do_not_add_up_are_refused(tp, gpus, message):
+    with pytest.raises(ValueError, match=message):
+        parallel_layout(tp, gpus)
+
+
 @pytest.mark.parametrize("tp, gpus, message", [("TP2,PP2", "4", "pipeline"), ("4x2", "4", "n_gpus 4"),
                                                ("3", "8", "multiple"), ("four", "", "not a tensor-parallel")])
 def test_parallelism_refuses_what_it_cannot_model(tp, gpus, message):
@@ -133,9 +148,15 @@ def test_every_row_is_a_measurement_or_a_counted_reason(open_data, open_rows):
     # each refusal names its cause; every part of the file is in the catalog (the RTX PRO 6000 was added)
     for u in open_data.unexpressible:
         assert u.reason and u.category
-        assert u.category in ("pipeline parallel", "simulation budget"), (u.category, u.reason)
+        assert u.category == "simulation budget", (u.category, u.reason)
+    # the RTX PRO 6000 rows on 2, 4 and 8 pipeline stages are expressed (they were refused before)
     rtx = [m for m in open_data.measurements if m.accelerator.name.startswith("RTX-PRO-6000")]
-    assert rtx and all("TP" not in open_rows[m.row]["tp"] or "PP1" in open_rows[m.row]["tp"] for m in rtx)
+    stages = sorted({m.pipeline_parallel for m in rtx})
+    assert stages == [1, 2, 4, 8]
+    for m in rtx:
+        assert m.pipeline_parallel == (int(open_rows[m.row]["tp"].split("PP")[1]) if "PP" in open_rows[m.row]["tp"]
+                                       else 1)
+        assert m.n_gpus == m.gpus_per_replica * m.data_parallel == int(open_rows[m.row]["n_gpus"])
 
 
 def test_sources_are_identified_by_title_without_a_fixed_list(tmp_path):
@@ -176,6 +197,49 @@ def test_the_memory_wall_batch_from_first_principles(open_data):
     t = validation.static_batch_time(m.model, m.accelerator, m.batch_size, 2048, 128, weight_dtype="fp8",
                                      kv_dtype="fp8", compute_dtype="fp8")
     assert predict(m) == pytest.approx(m.batch_size * 128 / t, rel=1e-9)
+
+
+def test_a_pipelined_memory_wall_row_from_first_principles(open_data):
+    # TensorRT-LLM 1.0, Llama-3.3-70B FP4 on 4 RTX PRO 6000 as TP1 x PP4, 1000 + 1000 tokens
+    m = next(m for m in open_data.measurements if m.pipeline_parallel == 4 and m.prompt_len == 1000
+             and m.output_len == 1000)
+    p, lp, lo = 4, 1000, 1000
+    acc = m.accelerator
+    # the KV cache spans the stages: each holds 1/P of the weights and 1/P of every token's KV
+    weights = memory.weight_bytes_per_gpu(m.model, weight_dtype="nvfp4", tensor_parallel=1)
+    share = (weights / p + 0.9 * (acc.memory_bytes - weights / p)) / acc.memory_bytes
+    usable = memory.usable_memory(acc, gpu_memory_utilization=share)
+    per_token = memory.kv_bytes_per_token_per_gpu(m.model, kv_dtype="fp8", tensor_parallel=1)
+    tokens = int((p * usable - weights) // per_token)
+    wall = tokens // (lp + lo)
+    assert m.batch_size == min(2048 * p, wall - wall % p)
+    assert any(f"{p} micro-batches of {m.batch_size // p}" in a for a in m.assumptions)
+    # a round (each micro-batch one step) = the whole model's step for one micro-batch, P - 1 more step
+    # overheads, P activation sends of T x D x 2 bytes over the interconnect
+    e = Efficiency(mbu=0.8, mfu=0.4, step_overhead=0.01)
+    b = m.batch_size // p
+    t = validation.static_batch_time(m.model, acc, b, lp, lo, weight_dtype="nvfp4", kv_dtype="fp8",
+                                     compute_dtype="nvfp4", mbu=0.8, mfu=0.4, step_overhead=0.01)
+    sends = p * (b * lp + b * (lo - 1)) * m.model.hidden_size * 2 / acc.interconnect_bandwidth / e.link_efficiency
+    run = t + (p - 1) * 0.01 * lo + sends
+    assert predict(m, e) == pytest.approx(m.batch_size * lo / run, rel=1e-9)
+    # per GPU divides by the replica's P x TP GPUs
+    per_gpu = dataclasses.replace(m, basis="per_gpu")
+    assert predict(per_gpu, e) == pytest.approx(predict(m, e) / p, rel=1e-12)
+    # one stage less of overhead is a faster run: the overheads are counted, not ignored
+    assert predict(m, Efficiency(mbu=0.8, mfu=0.4, step_overhead=0.02)) < predict(m, e)
+
+
+def test_pipeline_stages_are_refused_where_they_are_not_modelled(tmp_path):
+    rows = [row(tp="TP1,PP2", n_gpus="2"),                                        # a static batch's ITL
+            row(tp="TP1,PP2", n_gpus="2", batch_size_or_concurrency="concurrency 8", request_rate="",
+                metric="ttft_ms", units="ms (mean)"),
+            row(tp="TP1,PP2", n_gpus="2", batch_size_or_concurrency="runtime-chosen", request_rate="inf (offline)",
+                metric="throughput_tok_s", units="output tok/s", value="3000")]
+    data = load_published_measurements(write_csv(tmp_path / "pp.csv", rows))
+    assert [u.category for u in data.unexpressible][:2] == ["pipeline parallel", "pipeline parallel"]
+    assert all("offline runs of fixed lengths" in u.reason for u in data.unexpressible)
+    assert [(m.pipeline_parallel, m.scenario) for m in data.measurements] == [(2, "memory_wall")]
 
 
 def test_unstated_data_types_follow_the_stated_policy_and_say_so(tmp_path):

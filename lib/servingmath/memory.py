@@ -289,13 +289,17 @@ def usable_memory(accelerator, *, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTIL
     return scalar_or_array(u * m - r)
 
 
-def _kv_budget(dep: Deployment):
-    """Signed KV budget per GPU: u M - R - W_gpu (negative: the weights do not fit)."""
+def _kv_budget(dep: Deployment, pipeline_parallel=1):
+    """Signed KV budget per GPU: u M - R - W_gpu (negative: the weights do not fit).
+
+    With P pipeline stages (each on N GPUs, each holding 1/P of the layers) the budget is
+    counted in the units of one N-GPU group holding every layer: P (u M - R) - W_gpu, since a
+    token's KV bytes per GPU are 1/P of kv_gpu on each stage as the weights are 1/P of W_gpu."""
     usable = np.asarray(usable_memory(dep.accelerator, gpu_memory_utilization=dep.gpu_memory_utilization,
                                       reserve_bytes=dep.reserve_bytes, memory_bytes=dep.memory_bytes))
-    return usable - np.asarray(weight_bytes_per_gpu(dep.model, weight_dtype=dep.weight_dtype,
-                                                    tensor_parallel=dep.tensor_parallel,
-                                                    expert_parallel=dep.expert_parallel))
+    return pipeline_parallel * usable - np.asarray(weight_bytes_per_gpu(dep.model, weight_dtype=dep.weight_dtype,
+                                                                        tensor_parallel=dep.tensor_parallel,
+                                                                        expert_parallel=dep.expert_parallel))
 
 
 @deployment_function
@@ -350,7 +354,7 @@ def memory_available_for_kv(dep: Deployment):
 
 
 @deployment_function
-def max_kv_tokens(dep: Deployment, *, block_size=1):
+def max_kv_tokens(dep: Deployment, *, block_size=1, pipeline_parallel=1):
     """Tokens of KV cache that fit: floor(M_kv / (block x kv_gpu)) x block.
 
     Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
@@ -366,11 +370,23 @@ def max_kv_tokens(dep: Deployment, *, block_size=1):
 
     With expert parallelism each of the EP / N attention groups holds its own
     sequences: the instance holds EP / N times the tokens of one group.
+
+    ``pipeline_parallel=P`` spreads the layers over P stages of N GPUs each: every
+    stage holds 1/P of the weights and 1/P of each token's KV, so M_kv = P (u M - R) - W_gpu
+    in the units of one N-GPU group (Llama-3.1-70B in fp8 on one 96 GB RTX PRO 6000 leaves
+    room for a small cache; on two stages, for far more than twice as many tokens):
+
+    >>> max_kv_tokens("Llama-3.1-70B", "RTX-PRO-6000-Blackwell-Server", weight_dtype="fp8", kv_dtype="fp8")
+    96718
+    >>> max_kv_tokens("Llama-3.1-70B", "RTX-PRO-6000-Blackwell-Server", weight_dtype="fp8", kv_dtype="fp8",
+    ...               pipeline_parallel=2)
+    624061
     """
     bs = check_integer("block_size", block_size, minimum=1)
+    pp = check_integer("pipeline_parallel", pipeline_parallel, minimum=1)
     kv = np.asarray(kv_bytes_per_token_per_gpu(dep.model, kv_dtype=dep.kv_dtype,
                                                tensor_parallel=dep.tensor_parallel, kv_sharding=dep.kv_sharding))
-    avail = np.maximum(_kv_budget(dep), 0.0)
+    avail = np.maximum(_kv_budget(dep, pp), 0.0)
     return int_or_array(_floor(avail / (bs * kv)) * bs * np.asarray(dep.data_parallel))
 
 

@@ -24,7 +24,10 @@ Reading a row (chapter "Validation")
   (:data:`DTYPE_POLICIES`) recorded on the row; ``dtype_policy="reject"``
   refuses such rows instead.
 * **Parallelism** ``tp`` may read ``4``, ``TP4``, ``4x2`` or ``TP4xDP2``
-  (tensor x data parallel); pipeline parallelism is refused with its reason.
+  (tensor x data parallel), or name pipeline stages (``TP1,PP4``, ``TP2xPP2``;
+  :func:`parallel_layout`). Pipeline stages are modelled for offline runs of
+  fixed lengths (the memory wall, in P micro-batches); on other rows they are
+  refused with that reason.
 * Every refused row is kept with its reason, and :meth:`PublishedData.reasons`
   counts the reasons.
 
@@ -38,7 +41,8 @@ Each row predicted the way it was measured
 * ``"memory wall"``: an offline run whose batch the runtime chose (``max``,
   ``vLLM-chosen``...) with fixed lengths: the static run at the largest batch
   the engine holds, min(its ``max_num_seqs``, the KV cache / tokens per
-  sequence);
+  sequence); with P pipeline stages, P micro-batches of that run, each stage
+  paying the step overhead for every micro-batch (:func:`_steps`);
 * ``"simulator"``: a closed-loop concurrency sweep, a Poisson request rate or
   an offline run over a dataset's lengths, run through
   :mod:`servingmath.simulate` with the engine's scheduler (chunked-prefill
@@ -121,6 +125,7 @@ __all__ = [
     "load_published_measurements",
     "resolve_accelerator",
     "resolve_model",
+    "parallel_layout",
     "parse_parallelism",
     "accelerator_family",
     "catalog_families",
@@ -639,14 +644,73 @@ def parse_dtype(text):
     raise ValueError(f"text: data type {text!r} is not one the library knows ({', '.join(sorted(set(_DTYPE_SPELLINGS)))})")
 
 
+def parallel_layout(tp, n_gpus=""):
+    """(tensor_parallel, pipeline_parallel, data_parallel) from a row's ``tp`` and ``n_gpus`` cells.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
+    ``tp`` may read ``"4"``, ``"TP4"``, ``"4x2"`` (TP x DP), ``"TP4xDP2"``, ``"tp=4,dp=2"``, or name
+    pipeline stages: ``"TP1,PP2"``, ``"TP2xPP4"``, ``"tp=2,pp=2,dp=2"`` (every degree labelled).
+    ``n_gpus`` (optional) must then equal TP x PP x DP; a layout with more GPUs than it names
+    reads the rest as data parallel.
+
+    Raises
+    ------
+    ValueError
+        Naming the text and what is allowed.
+
+    Examples
+    --------
+    >>> parallel_layout("TP1,PP2", "2"), parallel_layout("TP2xPP2", "8"), parallel_layout("TP4xDP2")
+    ((1, 2, 1), (2, 2, 2), (4, 1, 2))
+    """
+    for name, value in (("tp", tp), ("n_gpus", n_gpus)):
+        if isinstance(value, bool) or not isinstance(value, (str, int)) and value is not None:
+            raise TypeError(f"{name} must be a CSV cell (str or int), got {value!r}")
+    tp_text = "" if tp is None else str(tp)
+    n_gpus_text = "" if n_gpus is None else str(n_gpus)
+    t = tp_text.strip().lower().replace(" ", "")
+    gpus_text = (n_gpus_text or "").strip()
+    gpus = int(gpus_text) if gpus_text.isdigit() else None
+    degrees = None
+    if "pp" in t:
+        parts = re.split(r"[,x\u00d7*;/]", t)
+        labelled = [re.fullmatch(r"(tp|pp|dp)=?(\d+)|(\d+)(tp|pp|dp)", part) for part in parts]
+        if not all(labelled) or len({(m.group(1) or m.group(4)) for m in labelled}) != len(labelled):
+            raise ValueError(f"tp {tp!r} is not a parallel layout: write TP2xPP2, TP1,PP4 or tp=2,pp=2,dp=2 "
+                             "(each degree once, labelled)")
+        found = {(m.group(1) or m.group(4)): int(m.group(2) or m.group(3)) for m in labelled}
+        degrees = (found.get("tp", 1), found.get("pp", 1), found.get("dp"))
+    else:
+        m = (re.fullmatch(r"(?:tp)?=?(\d+)", t) or re.fullmatch(r"(?:tp)?=?(\d+)[x\u00d7,*](?:dp)?=?(\d+)", t)
+             or re.fullmatch(r"tp=?(\d+),?dp=?(\d+)", t) or re.fullmatch(r"(\d+)tp[x,](\d+)dp", t))
+        if t == "" and gpus is not None:
+            return gpus, 1, 1
+        if not m:
+            raise ValueError(f"tp {tp!r} is not a tensor-parallel degree: write 4, TP4, 4x2 or TP4xDP2")
+        degrees = (int(m.group(1)), 1, int(m.group(2)) if m.lastindex and m.lastindex >= 2 else None)
+    tp, pp, dp = degrees
+    if tp < 1 or pp < 1 or (dp is not None and dp < 1):
+        raise ValueError(f"tp {tp_text!r}: degrees must be >= 1")
+    if dp is None:
+        dp = 1
+        if gpus is not None:
+            if gpus % (tp * pp):
+                raise ValueError(f"n_gpus {gpus} is not a multiple of tp x pp = {tp * pp}")
+            dp = gpus // (tp * pp)
+    if gpus is not None and gpus != tp * pp * dp:
+        raise ValueError(f"n_gpus {gpus} is not tp x pp x dp = {tp} x {pp} x {dp}")
+    return tp, pp, dp
+
+
 def parse_parallelism(tp, n_gpus=""):
     """(tensor_parallel, data_parallel) from a row's ``tp`` and ``n_gpus`` cells.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
-    ``tp`` may read ``"4"``, ``"TP4"``, ``"4x2"``, ``"TP4xDP2"``, ``"tp=4,dp=2"``; ``n_gpus``
-    (optional) must then equal TP x DP, and a bare TP with more GPUs reads the rest as data
-    parallel. Pipeline parallelism (``PP``) is refused.
+    :func:`parallel_layout` without pipeline stages: ``"4"``, ``"TP4"``, ``"4x2"``, ``"TP4xDP2"``,
+    ``"tp=4,dp=2"`` (and ``PP1``); ``n_gpus`` (optional) must then equal TP x DP, and a bare TP
+    with more GPUs reads the rest as data parallel. A layout with pipeline stages is refused.
 
     Raises
     ------
@@ -658,36 +722,11 @@ def parse_parallelism(tp, n_gpus=""):
     >>> parse_parallelism("TP4xDP2"), parse_parallelism("4x2", "8"), parse_parallelism("2", "8")
     ((4, 2), (4, 2), (2, 4))
     """
-    for name, value in (("tp", tp), ("n_gpus", n_gpus)):
-        if isinstance(value, bool) or not isinstance(value, (str, int)) and value is not None:
-            raise TypeError(f"{name} must be a CSV cell (str or int), got {value!r}")
-    tp_text = "" if tp is None else str(tp)
-    n_gpus_text = "" if n_gpus is None else str(n_gpus)
-    t = tp_text.strip().lower().replace(" ", "")
-    gpus_text = (n_gpus_text or "").strip()
-    gpus = int(gpus_text) if gpus_text.isdigit() else None
-    t = re.sub(r"[,x\u00d7]?pp=?1$", "", t)
-    if re.search(r"pp\s*=?\s*\d|\d+pp", t):
-        raise ValueError(f"tp {tp!r}: pipeline parallelism is not modelled (only tensor x data parallel)")
-    m = (re.fullmatch(r"(?:tp)?=?(\d+)", t) or re.fullmatch(r"(?:tp)?=?(\d+)[x\u00d7,*](?:dp)?=?(\d+)", t)
-         or re.fullmatch(r"tp=?(\d+),?dp=?(\d+)", t) or re.fullmatch(r"(\d+)tp[x,](\d+)dp", t))
-    if t == "" and gpus is not None:
-        return gpus, 1
-    if not m:
-        raise ValueError(f"tp {tp!r} is not a tensor-parallel degree: write 4, TP4, 4x2 or TP4xDP2")
-    tp = int(m.group(1))
-    dp = int(m.group(2)) if m.lastindex and m.lastindex >= 2 else None
-    if tp < 1 or (dp is not None and dp < 1):
-        raise ValueError(f"tp {tp_text!r}: degrees must be >= 1")
-    if dp is None:
-        dp = 1
-        if gpus is not None:
-            if gpus % tp:
-                raise ValueError(f"n_gpus {gpus} is not a multiple of tp {tp}")
-            dp = gpus // tp
-    if gpus is not None and gpus != tp * dp:
-        raise ValueError(f"n_gpus {gpus} is not tp x dp = {tp} x {dp}")
-    return tp, dp
+    tensor, pipeline, data = parallel_layout(tp, n_gpus)
+    if pipeline > 1:
+        raise ValueError(f"tp {tp!r}: {pipeline} pipeline stages; parse_parallelism reads tensor x data parallel "
+                         "only (parallel_layout reads pipeline stages too)")
+    return tensor, data
 
 
 def _integer(text):
@@ -978,14 +1017,15 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
     return out
 
 
-def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel):
+def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel, *, pipeline_parallel=1):
     """The share of each GPU's memory the engine gives weights + KV cache.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     ``scheduler``: :func:`engine_scheduler`'s dict. Its ``memory_fraction`` is a number (vLLM's
     ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``) or ``"trtllm"``: TensorRT-LLM
-    gives the KV cache 90 % of the memory left after the weights (``free_gpu_memory_fraction``).
+    gives the KV cache 90 % of the memory left after the weights (``free_gpu_memory_fraction``);
+    with ``pipeline_parallel`` P stages each GPU holds 1/P of the weights.
 
     >>> s = engine_scheduler("TensorRT-LLM 1.0", "H100", "Llama-3.1-8B")
     >>> round(engine_memory_fraction(s, "Llama-3.1-8B", "H100", "fp8", 1), 3)
@@ -1002,7 +1042,8 @@ def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel)
         return float(frac)
     from .memory import weight_bytes_per_gpu
 
-    w = float(weight_bytes_per_gpu(model, weight_dtype=weight_dtype, tensor_parallel=tensor_parallel))
+    pp = check_integer("pipeline_parallel", pipeline_parallel, minimum=1)
+    w = float(weight_bytes_per_gpu(model, weight_dtype=weight_dtype, tensor_parallel=tensor_parallel)) / pp
     return float(min(1.0, (w + 0.9 * max(acc.memory_bytes - w, 0.0)) / acc.memory_bytes))
 
 
@@ -1036,7 +1077,10 @@ class _Steps:
     """The parts (seconds at the peaks) of every forward step of a measured workload, and how many
     times each step counts: the step model's numbers, kept so that the calibration can rescale
     them by MBU and MFU without recomputing them. ``communication`` is the all-reduces' bandwidth
-    term at the full link; ``allreduces`` counts the calls (2 per layer per step when N > 1)."""
+    term at the full link; ``allreduces`` counts the calls (2 per layer per step when N > 1).
+    ``transfer``: with P pipeline stages, the stage-to-stage sends of the activations a round of
+    steps waits for, in seconds at the full link (zero without stages). ``overheads``: how many
+    step overheads a row pays (its steps, or P per round of steps with P stages)."""
 
     weight: np.ndarray
     linear: np.ndarray
@@ -1047,6 +1091,8 @@ class _Steps:
     count: np.ndarray
     allreduces: np.ndarray
     tensor_parallel: np.ndarray
+    transfer: np.ndarray
+    overheads: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -1105,8 +1151,9 @@ class Measurement:
         The CSV's ``source_title``: what identifies a source (leave-one-source-out folds).
     model : ModelConfig
     accelerator : Accelerator
-    n_gpus, tensor_parallel, data_parallel : int
-        GPUs in all, the tensor-parallel degree of one replica, replicas (n_gpus = TP x DP).
+    n_gpus, tensor_parallel, data_parallel, pipeline_parallel : int
+        GPUs in all, the tensor-parallel degree of one replica, replicas, and the pipeline stages of
+        one replica (n_gpus = TP x PP x DP).
     weight_dtype, kv_dtype, compute_dtype : str
         Matmuls at the fp8 (fp4) peak for fp8 (fp4) weights on a part that has it, else 16-bit.
     batch_size, prompt_len, output_len : int
@@ -1161,6 +1208,12 @@ class Measurement:
     scheduler: dict | None = field(default=None, repr=False)
     sim: SimulationSpec | None = field(default=None, repr=False)
     chunk_tokens: int = 1
+    pipeline_parallel: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """TP x PP: the GPUs of one replica (a per-GPU throughput divides by them)."""
+        return self.tensor_parallel * self.pipeline_parallel
 
     @property
     def family(self) -> str:
@@ -1201,13 +1254,16 @@ class Measurement:
         new = replace(self, **changes)
         model, acc = get_model(new.model), get_accelerator(new.accelerator)
         scenario = "static_run" if new.scenario == "memory_wall" else new.scenario
-        steps = _steps(model, acc, scenario, new.batch_size, new.prompt_len, new.output_len,
-                       new.weight_dtype, new.kv_dtype, new.compute_dtype, new.tensor_parallel)
+        pp = new.pipeline_parallel
+        batch = new.batch_size // pp if scenario == "static_run" and pp > 1 else new.batch_size
+        steps = _steps(model, acc, scenario, batch, new.prompt_len, new.output_len,
+                       new.weight_dtype, new.kv_dtype, new.compute_dtype, new.tensor_parallel, pp)
         return replace(new, model=model, accelerator=acc, steps=steps)
 
     def describe(self) -> str:
         """One line: source, model, accelerator x N, batch or load, lengths, metric."""
         tp = f" x{self.tensor_parallel}" if self.tensor_parallel > 1 else ""
+        tp += f" PP {self.pipeline_parallel}" if self.pipeline_parallel > 1 else ""
         dp = f" (DP {self.data_parallel})" if self.data_parallel > 1 else ""
         if self.sim is not None:
             return (f"{self.source}: {self.model.name} {self.weight_dtype} on {self.accelerator.name}{tp}{dp}, "
@@ -1290,8 +1346,18 @@ def _check_shape(model: ModelConfig, raw: dict) -> str | None:
     return None
 
 
-def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp) -> _Steps:
+def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp, pp=1) -> _Steps:
     """The forward steps of a workload, each split into its parts at the peaks (mfu = mbu = 1).
+
+    ``pp`` > 1: the steps of one of the P micro-batches (``batch`` is its size) of a pipelined
+    replica, round by round (in a round each micro-batch takes one step). Each stage runs its
+    own executor loop (TensorRT-LLM's PyExecutor and vLLM's workers run one per rank), so a
+    stage spends p = o + (t - o) / P + x on each micro-batch: the host's step overhead o, its
+    1/P of the rest of the whole model's step time t, and the send of the activations to the
+    next stage, x = T x D x 2 bytes over the accelerator's interconnect. With the pipeline full
+    the busiest stage sets the pace: a round lasts P p = t + (P - 1) o + P x. (The simulator's
+    pipeline, :mod:`servingmath.simulate.pipeline`, pays o once per iteration, on the host
+    before the first stage: the optimistic end.)
 
     The L_o - 1 decode steps of a static run are summed into one aggregate step. That is exact
     for the hybrid overlap at any efficiencies: within the run the weight and matmul terms are
@@ -1316,7 +1382,12 @@ def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp) -> _Step
     arrays = [np.array([float(parts[k]) for parts, _ in rows]) for k in keys]
     count = np.array([float(n) for _, n in rows])
     layers = count * float(model.n_layers if tp > 1 else 0)
-    return _Steps(*arrays, layers, count, count * calls, np.full(count.shape, float(tp)))
+    transfer = np.zeros(count.shape)
+    if pp > 1:
+        tokens = np.array([float(batch * (prompt if scenario != "decode_step" and i == 0 else 1)) for i in
+                           range(len(rows))]) * count
+        transfer = pp * tokens * model.hidden_size * 2.0 / float(acc.interconnect_bandwidth)
+    return _Steps(*arrays, layers, count, count * calls, np.full(count.shape, float(tp)), transfer, count * pp)
 
 
 def compute_dtype_for(weight_dtype: str, acc) -> tuple[str, str | None]:
@@ -1509,13 +1580,13 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     if shape:
         raise _Refused("shape", shape)
     try:
-        tp, dp = parse_parallelism(raw.get("tp", ""), raw.get("n_gpus", ""))
+        tp, pp, dp = parallel_layout(raw.get("tp", ""), raw.get("n_gpus", ""))
     except ValueError as exc:
-        category = "pipeline parallel" if "pipeline" in str(exc) else "parallelism"
-        raise _Refused(category, str(exc)) from None
+        raise _Refused("parallelism", str(exc)) from None
     assumptions = [f"{raw['hardware']} -> {acc.name}: {acc_note}", f"{raw['model']} -> {model.name}: {model_note}"]
     if dp > 1:
-        assumptions.append(f"{tp * dp} GPUs = TP {tp} x DP {dp}: {dp} replicas share the load")
+        assumptions.append(f"{tp * pp * dp} GPUs = TP {tp} x {f'PP {pp} x ' if pp > 1 else ''}DP {dp}: "
+                           f"{dp} replicas share the load")
     # data types
     framework = raw.get("framework", "")
     engine, _version = _engine_of(framework)
@@ -1566,13 +1637,18 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     if chunk > 1:
         assumptions.append(f"the row times streamed chunks of {chunk} tokens: the prediction is {chunk} decode "
                            "steps per gap")
-    basis = _basis(metric, notes, units, tp * dp)
-    n_gpus = tp * dp
+    n_gpus = tp * pp * dp
+    basis = _basis(metric, notes, units, n_gpus)
     value_si = value * scale
     common = dict(row=index, source=source, source_title=title, model=model, accelerator=acc, n_gpus=n_gpus,
-                  tensor_parallel=tp, data_parallel=dp, weight_dtype=wd, kv_dtype=kd, compute_dtype=cd,
+                  tensor_parallel=tp, pipeline_parallel=pp, data_parallel=dp, weight_dtype=wd, kv_dtype=kd,
+                  compute_dtype=cd,
                   metric=metric, kind=kind, value=value_si, unit=unit, basis=basis, raw=dict(raw),
                   statistic=statistic, chunk_tokens=chunk)
+    if pp > 1 and not (load_kind == "offline" and lengths[0] == "fixed" and kind == "throughput"):
+        raise _Refused("pipeline parallel", f"tp {raw.get('tp')!r}: {pp} pipeline stages are modelled for the "
+                                            "throughput of offline runs of fixed lengths (a runtime-chosen batch "
+                                            "in micro-batches), not for this row's load or metric")
     # --- a static batch: the step model
     if load_kind == "static":
         if lengths[0] != "fixed":
@@ -1735,31 +1811,46 @@ def _max_total(lengths):
 
 
 def _memory_wall_row(common, scheduler, lengths, stated_n, assumptions):
-    """An offline run of fixed lengths whose batch the runtime chose: the static run at the batch it holds."""
+    """An offline run of fixed lengths whose batch the runtime chose: the static run at the batch it holds.
+
+    With P pipeline stages the replica holds B sequences as P micro-batches of B / P (each with
+    up to max_num_seqs, as each of vLLM's virtual engines), in a KV cache that spans the P
+    stages; the run is the static run of one micro-batch, round by round (:func:`_steps`)."""
     model, acc = common["model"], common["accelerator"]
-    tp, dp, wd, kd, cd = (common["tensor_parallel"], common["data_parallel"], common["weight_dtype"],
-                          common["kv_dtype"], common["compute_dtype"])
+    tp, pp, dp, wd, kd, cd = (common["tensor_parallel"], common["pipeline_parallel"], common["data_parallel"],
+                              common["weight_dtype"], common["kv_dtype"], common["compute_dtype"])
     prompt, output = lengths[1], lengths[2]
     model, lifted = _lift_context(model, prompt + output)
     if lifted:
         assumptions.append(lifted)
-    frac = engine_memory_fraction(scheduler, model, acc, wd, tp)
+    frac = engine_memory_fraction(scheduler, model, acc, wd, tp, pipeline_parallel=pp)
     tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
-                               gpu_memory_utilization=frac))
+                               gpu_memory_utilization=frac, pipeline_parallel=pp))
+    stages = f" on {pp} pipeline stages" if pp > 1 else ""
     if tokens <= 0:
-        raise _Refused("memory", f"{model.name} {wd} does not fit on {tp} x {acc.name}")
+        raise _Refused("memory", f"{model.name} {wd} does not fit on {tp} x {acc.name}{stages}")
     per_seq = prompt + output if scheduler["reserve"] == "full" else prompt + output / 2
     wall = int(tokens // per_seq)
-    batch = min(scheduler["max_seqs"], wall, (stated_n // dp) if stated_n else scheduler["max_seqs"])
+    cap = scheduler["max_seqs"] * pp
+    batch = min(cap, wall, (stated_n // dp) if stated_n else cap)
+    batch -= batch % pp
     if batch < 1:
-        raise _Refused("memory", f"not one sequence of {prompt + output} tokens fits beside the weights")
-    limit = ("the KV cache" if batch == wall else
-             "the engine's max_num_seqs" if batch == scheduler["max_seqs"] else "the requests offered")
+        raise _Refused("memory", f"not {'one sequence' if pp == 1 else f'{pp} sequences (one per stage)'} of "
+                                 f"{prompt + output} tokens fits beside the weights{stages}")
+    limit = ("the KV cache" if batch == wall - wall % pp else
+             "the engine's max_num_seqs" if batch == cap else "the requests offered")
+    micro = f", as {pp} micro-batches of {batch // pp}" if pp > 1 else ""
     assumptions.append(
-        f"runtime-chosen batch: {batch} sequences ({limit}; KV cache {tokens:,} tokens at memory share "
-        f"{frac:.3f}, {per_seq:g} tokens per sequence {'reserved whole' if scheduler['reserve'] == 'full' else 'on average'}, "
-        f"max_num_seqs {scheduler['max_seqs']}) [{scheduler['label']}]")
-    steps = _steps(model, acc, "static_run", batch, prompt, output, wd, kd, cd, tp)
+        f"runtime-chosen batch: {batch} sequences{micro} ({limit}; KV cache {tokens:,} tokens{stages} at memory "
+        f"share {frac:.3f}, {per_seq:g} tokens per sequence "
+        f"{'reserved whole' if scheduler['reserve'] == 'full' else 'on average'}, "
+        f"max_num_seqs {scheduler['max_seqs']}{' per micro-batch' if pp > 1 else ''}) [{scheduler['label']}]")
+    if pp > 1:
+        assumptions.append(
+            f"{pp} pipeline stages: a round of steps (one per micro-batch) takes the whole model's step time for "
+            f"{batch // pp} sequences, {pp - 1} more step overheads (each stage prepares every micro-batch) and "
+            f"{pp} activation sends over {acc.interconnect}")
+    steps = _steps(model, acc, "static_run", batch // pp, prompt, output, wd, kd, cd, tp, pp)
     common = dict(common, model=model)
     return Measurement(batch_size=batch, prompt_len=prompt, output_len=output, scenario="memory_wall",
                        fits=True, assumptions=tuple(assumptions), steps=steps, scheduler=scheduler, **common)
@@ -1894,10 +1985,10 @@ def _allreduces_time(steps: _Steps, e: Efficiency):
 def _step_times(steps: _Steps, e: Efficiency):
     """Hybrid overlap, as decode.decode_step_time: max(weights, matmuls) + max(KV, attention) + comm,
     plus the latencies."""
-    comm = _allreduces_time(steps, e) + e.comm_per_layer * steps.layers_with_allreduce
+    comm = _allreduces_time(steps, e) + e.comm_per_layer * steps.layers_with_allreduce + steps.transfer / e.link_efficiency
     return (np.maximum(steps.weight / e.mbu, steps.linear / e.mfu)
             + np.maximum(steps.kv / e.mbu, steps.attention / e.mfu)
-            + comm + e.step_overhead * steps.count)
+            + comm + e.step_overhead * steps.overheads)
 
 
 def _work(m: Measurement) -> float:
@@ -1919,7 +2010,7 @@ def _to_metric(m: Measurement, seconds, basis: str):
     """A modelled run time -> the measurement's metric (time, or throughput on its basis)."""
     if m.kind == "time":
         return seconds
-    return _work(m) / np.asarray(seconds) / (m.tensor_parallel if _per_gpu(m, basis) else 1)
+    return _work(m) / np.asarray(seconds) / (m.gpus_per_replica if _per_gpu(m, basis) else 1)
 
 
 def _efficiency(efficiency, name="efficiency") -> Efficiency:
@@ -2290,7 +2381,7 @@ def _stack(measurements, basis):
     stacked = _Steps(*(np.concatenate([getattr(s, k) for s in steps]) for k in _Steps.__dataclass_fields__))
     work = np.array([_work(m) if m.kind == "throughput" else np.nan for m in measurements], dtype=float)
     per_gpu = np.array([_per_gpu(m, basis) for m in measurements])
-    divide = np.where(per_gpu, [m.tensor_parallel for m in measurements], 1)
+    divide = np.where(per_gpu, [m.gpus_per_replica for m in measurements], 1)
     times = np.array([1 if (p or m.scenario != "memory_wall") else m.data_parallel
                       for m, p in zip(measurements, per_gpu)])
     is_time = np.array([m.kind == "time" for m in measurements])
@@ -2357,12 +2448,12 @@ def _loss_function(names, stacked, index, work, is_time, log_measured, n, base=N
     if latency_names & set(names):
         raise ValueError("calibrate fits mbu, mfu, comm_per_layer and step_overhead; the NCCL latencies come "
                          "from base")
-    constant = _allreduces_time(stacked, base)
+    constant = _allreduces_time(stacked, base) + stacked.transfer / base.link_efficiency
     if "comm_per_layer" not in names:
         constant = constant + fixed["comm_per_layer"] * stacked.layers_with_allreduce
     if "step_overhead" not in names:
-        constant = constant + fixed["step_overhead"] * stacked.count
-    layers, count = stacked.layers_with_allreduce, stacked.count
+        constant = constant + fixed["step_overhead"] * stacked.overheads
+    layers, count = stacked.layers_with_allreduce, stacked.overheads
     position = {k: i for i, k in enumerate(names)}
 
     def loss(x):

@@ -187,14 +187,10 @@ class Server:
             return math.inf
         if self.pipeline_parallel == 1:
             return (step_times or self.build_step_times()).kv_capacity_tokens()
-        from ..memory import kv_bytes_per_token_per_gpu, usable_memory, weight_bytes_per_gpu
+        from ..memory import max_kv_tokens
 
         d, p = self.deployment, self.pipeline_parallel
-        usable = float(usable_memory(d.accelerator, gpu_memory_utilization=d.gpu_memory_utilization,
-                                     reserve_bytes=d.reserve_bytes, memory_bytes=d.memory_bytes))
-        weights = float(weight_bytes_per_gpu(d.model, weight_dtype=d.weight_dtype, tensor_parallel=d.tensor_parallel))
-        kv = float(kv_bytes_per_token_per_gpu(d.model, kv_dtype=d.kv_dtype, tensor_parallel=d.tensor_parallel))
-        tokens = math.floor((p * usable - weights) / kv)
+        tokens = int(max_kv_tokens(d, pipeline_parallel=p))
         if tokens <= 0:
             raise ValueError(f"{d.model.name} leaves no room for a KV cache on {p} pipeline stages of "
                              f"{d.tensor_parallel} x {d.accelerator.name}; raise pipeline_parallel or give "
