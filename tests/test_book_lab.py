@@ -289,6 +289,17 @@ def test_reading_and_running_a_chapter_in_the_lab_leaves_git_status_clean(tmp_pa
             browser.evaluate(f"jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(EXERCISE)}}})"
                              ".then(() => true)")
             assert browser.evaluate(WAIT_FOR_NOTEBOOK % json.dumps(EXERCISE), timeout=130) == "ready"
+            # Edit only once the opening settles: the kernel's start makes the notebook dirty and autosave
+            # writes it; an edit typed while that save is in flight is marked saved without being written
+            # (JupyterLab's own race, jupyterlab/jupyterlab#17365, open), and this test once lost its edit so.
+            # Clean for three autosave intervals in a row means no save is in flight.
+            settled = []
+
+            def opening_settled():
+                settled.append(browser.evaluate(IS_DIRTY, timeout=10) is False)
+                return len(settled) >= 3 and all(settled[-3:])
+
+            _wait(lambda: time.sleep(AUTOSAVE_S) or opening_settled(), 90, "the exercise's opening to settle")
             assert browser.evaluate(EDIT_FIRST_CODE_CELL) is True
             target = clone / EXERCISE
             # generous: under a loaded CI machine (the other test worker busy) the save once took over 40 s
