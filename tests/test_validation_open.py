@@ -119,13 +119,15 @@ def test_parallelism_as_benchmarks_write_it(tp, gpus, expected):
 @pytest.mark.parametrize("tp, gpus, expected", [("TP1,PP2", "2", (1, 2, 1)), ("TP2xPP2", "8", (2, 2, 2)),
                                                 ("tp=2,pp=2,dp=2", "", (2, 2, 2)), ("PP4", "", (1, 4, 1)),
                                                 ("TP4xDP2", "", (4, 1, 2)), ("TP1,PP1", "1", (1, 1, 1)),
-                                                ("2", "8", (2, 1, 4))])
+                                                ("2", "8", (2, 1, 4)), ("not stated", "8", (8, 1, 1)),
+                                                ("", "4", (4, 1, 1)), ("n/a", "2", (2, 1, 1))])
 def test_parallel_layouts_with_pipeline_stages(tp, gpus, expected):
     assert parallel_layout(tp, gpus) == expected
 
 
 @pytest.mark.parametrize("tp, gpus, message", [("TP2,PP2,TP2", "", "each degree once"), ("TP2,PP", "", "labelled"),
-                                               ("TP2,PP2,DP2", "4", "tp x pp x dp"), ("PP2", "3", "multiple")])
+                                               ("TP2,PP2,DP2", "4", "tp x pp x dp"), ("PP2", "3", "multiple"),
+                                               ("not stated", "", "n_gpus is blank")])
 def test_parallel_layouts_that_do_not_add_up_are_refused(tp, gpus, message):
     with pytest.raises(ValueError, match=message):
         parallel_layout(tp, gpus)
@@ -230,6 +232,14 @@ def test_a_pipelined_memory_wall_row_from_first_principles(open_data):
     assert predict(per_gpu, e) == pytest.approx(predict(m, e) / p, rel=1e-12)
     # one stage less of overhead is a faster run: the overheads are counted, not ignored
     assert predict(m, Efficiency(mbu=0.8, mfu=0.4, step_overhead=0.02)) < predict(m, e)
+
+
+def test_an_unstated_tp_is_one_replica_over_the_gpus_and_the_row_says_so(tmp_path):
+    rows = [row(tp="not stated", n_gpus="2"), row(tp="", n_gpus="4"), row(tp="TP2", n_gpus="2")]
+    data = load_published_measurements(write_csv(tmp_path / "tp.csv", rows))
+    assert [(m.tensor_parallel, m.data_parallel) for m in data.measurements] == [(2, 1), (4, 1), (2, 1)]
+    noted = [any(a.startswith("tp not stated -> TP") for a in m.assumptions) for m in data.measurements]
+    assert noted == [True, True, False]
 
 
 def test_pipeline_stages_are_refused_where_they_are_not_modelled(tmp_path):

@@ -652,7 +652,8 @@ def parallel_layout(tp, n_gpus=""):
     ``tp`` may read ``"4"``, ``"TP4"``, ``"4x2"`` (TP x DP), ``"TP4xDP2"``, ``"tp=4,dp=2"``, or name
     pipeline stages: ``"TP1,PP2"``, ``"TP2xPP4"``, ``"tp=2,pp=2,dp=2"`` (every degree labelled).
     ``n_gpus`` (optional) must then equal TP x PP x DP; a layout with more GPUs than it names
-    reads the rest as data parallel.
+    reads the rest as data parallel. A ``tp`` left unstated (blank, ``"not stated"``, ``"n/a"``...)
+    with ``n_gpus`` given reads as one replica over all of them (the loader records that).
 
     Raises
     ------
@@ -673,6 +674,8 @@ def parallel_layout(tp, n_gpus=""):
     gpus_text = (n_gpus_text or "").strip()
     gpus = int(gpus_text) if gpus_text.isdigit() else None
     degrees = None
+    if t in _UNSTATED or t in ("notstated", "unstated"):
+        t = ""
     if "pp" in t:
         parts = re.split(r"[,x\u00d7*;/]", t)
         labelled = [re.fullmatch(r"(tp|pp|dp)=?(\d+)|(\d+)(tp|pp|dp)", part) for part in parts]
@@ -686,6 +689,9 @@ def parallel_layout(tp, n_gpus=""):
              or re.fullmatch(r"tp=?(\d+),?dp=?(\d+)", t) or re.fullmatch(r"(\d+)tp[x,](\d+)dp", t))
         if t == "" and gpus is not None:
             return gpus, 1, 1
+        if t == "":
+            raise ValueError(f"tp {tp_text!r} is not stated and n_gpus is blank: state either (4, TP4, TP4xDP2; "
+                             "or the GPU count)")
         if not m:
             raise ValueError(f"tp {tp!r} is not a tensor-parallel degree: write 4, TP4, 4x2 or TP4xDP2")
         degrees = (int(m.group(1)), 1, int(m.group(2)) if m.lastindex and m.lastindex >= 2 else None)
@@ -1584,6 +1590,10 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     except ValueError as exc:
         raise _Refused("parallelism", str(exc)) from None
     assumptions = [f"{raw['hardware']} -> {acc.name}: {acc_note}", f"{raw['model']} -> {model.name}: {model_note}"]
+    tp_text = (raw.get("tp") or "").strip().lower().replace(" ", "")
+    if tp_text in _UNSTATED or tp_text in ("notstated", "unstated"):
+        assumptions.append(f"tp not stated -> TP {tp}: one replica over all {tp} GPUs (a single server's "
+                           "tensor-parallel group; state tp, e.g. TP1xDP8, where the run used replicas)")
     if dp > 1:
         assumptions.append(f"{tp * pp * dp} GPUs = TP {tp} x {f'PP {pp} x ' if pp > 1 else ''}DP {dp}: "
                            f"{dp} replicas share the load")
