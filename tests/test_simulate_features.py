@@ -193,6 +193,22 @@ def test_a_lone_request_pays_the_whole_pipe_and_its_transfers():
     np.testing.assert_allclose(np.diff(res.token_times(0)), expected, rtol=1e-9)
 
 
+@pytest.mark.parametrize("P", [2, 4])
+def test_the_step_overhead_once_on_the_host_or_on_every_stage(P):
+    t, o, x, tokens = 0.012, 0.004, 0.0005, 64                   # whole-model time, its overhead, one send
+    host = sim.pipeline.Pipeline(P, o, x, 0.0)
+    stage = sim.pipeline.Pipeline(P, o, x, 0.0, every_stage=True)
+    # a lone iteration: o once + the P stage shares + P - 1 sends, or o on each of the P stages
+    assert host.submit(0.0, t, tokens) == pytest.approx(t + (P - 1) * x, rel=1e-12)
+    assert stage.submit(0.0, t, tokens) == pytest.approx(t + (P - 1) * (o + x), rel=1e-12)
+    # the pipe full (many iterations ready at once): one leaves every busiest-stage time
+    host, stage = sim.pipeline.Pipeline(P, o, x, 0.0), sim.pipeline.Pipeline(P, o, x, 0.0, every_stage=True)
+    ends = {name: [pipe.submit(0.0, t, tokens) for _ in range(50)] for name, pipe in (("host", host),
+                                                                                     ("stage", stage))}
+    assert np.diff(ends["host"])[-1] == pytest.approx((t - o) / P + x, rel=1e-12)
+    assert np.diff(ends["stage"])[-1] == pytest.approx(o + (t - o) / P + x, rel=1e-12)
+
+
 def test_pipeline_kv_capacity_pools_the_stages_memory():
     dep = sim.Server("Llama-3.1-70B", H100, tensor_parallel=2).deployment
     usable = memory.usable_memory(H100)

@@ -63,6 +63,12 @@ class Server:
         interconnect bandwidth from the catalog; with a toy server, no transfer time).
     pipeline_link_latency : float
         Fixed seconds per stage-to-stage transfer (default 0).
+    pipeline_overhead : {"host", "stage"}
+        Where an iteration's step overhead o falls with P > 1 stages: ``"host"`` (default)
+        once, on the host before the first stage; ``"stage"``: on every stage, as when each
+        rank runs its own executor loop that prepares every micro-batch (TensorRT-LLM's
+        PyExecutor, vLLM's workers). The memory wall of :mod:`servingmath.validation`
+        prices pipelined rows the ``"stage"`` way.
 
     Notes
     -----
@@ -77,10 +83,11 @@ class Server:
     pipeline_parallel: int = 1
     pipeline_link_bandwidth: float | None = None
     pipeline_link_latency: float = 0.0
+    pipeline_overhead: str = "host"
 
     def __init__(self, model=None, accelerator=None, *, deployment=None, kv_capacity_tokens=None,
                  step_times=None, pipeline_parallel=1, pipeline_link_bandwidth=None, pipeline_link_latency=0.0,
-                 **options):
+                 pipeline_overhead="host", **options):
         if "memory_utilization" in options:
             raise ValueError("Server's memory_utilization is now the deployment option gpu_memory_utilization "
                              "(the same name as everywhere in the library)")
@@ -113,6 +120,9 @@ class Server:
         if pipeline_link_bandwidth is not None:
             pipeline_link_bandwidth = float(check_positive("pipeline_link_bandwidth", pipeline_link_bandwidth))
         pipeline_link_latency = float(check_nonnegative("pipeline_link_latency", pipeline_link_latency))
+        if pipeline_overhead not in ("host", "stage"):
+            raise ValueError(f"pipeline_overhead must be 'host' (once, before the first stage) or 'stage' (on "
+                             f"every stage), got {pipeline_overhead!r:.60}")
         if (deployment is not None and pipeline_parallel > 1 and pipeline_link_bandwidth is None
                 and deployment.accelerator.interconnect_bandwidth is None):
             raise ValueError(f"pipeline_parallel={pipeline_parallel} needs pipeline_link_bandwidth (bytes/s): "
@@ -123,10 +133,11 @@ class Server:
         object.__setattr__(self, "pipeline_parallel", pipeline_parallel)
         object.__setattr__(self, "pipeline_link_bandwidth", pipeline_link_bandwidth)
         object.__setattr__(self, "pipeline_link_latency", pipeline_link_latency)
+        object.__setattr__(self, "pipeline_overhead", pipeline_overhead)
 
     def _key(self):
         return (self.deployment, self.kv_capacity_tokens, self.step_times, self.pipeline_parallel,
-                self.pipeline_link_bandwidth, self.pipeline_link_latency)
+                self.pipeline_link_bandwidth, self.pipeline_link_latency, self.pipeline_overhead)
 
     def __eq__(self, other):
         return isinstance(other, Server) and self._key() == other._key()
@@ -144,7 +155,7 @@ class Server:
         """A copy with deployment settings, ``kv_capacity_tokens`` or the pipeline settings changed."""
         own = {name: changes.pop(name, getattr(self, name))
                for name in ("kv_capacity_tokens", "pipeline_parallel", "pipeline_link_bandwidth",
-                            "pipeline_link_latency")}
+                            "pipeline_link_latency", "pipeline_overhead")}
         if self.step_times is not None:
             if changes:
                 raise ValueError("a toy step_times server has no deployment settings to change")

@@ -200,7 +200,7 @@ class Engine:
         if p > 1:
             latency, per_token = server.stage_transfer()
             overhead = steps.overhead if isinstance(steps, LibraryStepTimes) else 0.0
-            pipe = Pipeline(p, overhead, latency, per_token)
+            pipe = Pipeline(p, overhead, latency, per_token, every_stage=server.pipeline_overhead == "stage")
         options = dict(speculative=speculative, draft=draft, pipe=pipe)
         max_prefill = INF
         # the instance classes: plain (the short paths) or featured (the KV manager's options, a

@@ -13,7 +13,12 @@ o included), becomes P stage times:
 with x(T) = latency + T x D x 2 bytes / link bandwidth, the activations of the
 iteration's T tokens (hidden size D, bf16) over the stage-to-stage link. The
 per-iteration overhead o (scheduling, sampling) is paid once, on the host, before
-the first stage. Stages are FIFO servers in a line (a flow shop): an iteration
+the first stage (``Server(pipeline_overhead="host")``, the default), or on every
+stage, each stage time growing by o (``pipeline_overhead="stage"``: every rank runs
+its own executor loop and prepares every micro-batch, as TensorRT-LLM's PyExecutor
+and vLLM's workers do; with the pipe full a round of P iterations then lasts
+t + (P - 1) o + P x, the memory wall's price in :mod:`servingmath.validation`).
+Stages are FIFO servers in a line (a flow shop): an iteration
 enters stage s when it has left stage s-1 and stage s is free, so
 
     end_s = max(end_{s-1}, free_s) + p_s,   free_s = end_s.
@@ -67,10 +72,11 @@ class Pipeline:
     Derived in the chapter "A fleet: routing, pooling, prefix caches and autoscaling" (notebooks/15_fleet.ipynb).
     """
 
-    __slots__ = ("stages", "overhead", "latency", "per_token", "free", "busy")
+    __slots__ = ("stages", "overhead", "latency", "per_token", "free", "busy", "every_stage")
 
-    def __init__(self, stages: int, overhead: float, latency: float, per_token: float):
+    def __init__(self, stages: int, overhead: float, latency: float, per_token: float, *, every_stage=False):
         self.stages = int(stages)
+        self.every_stage = bool(every_stage)
         self.overhead = float(overhead)
         self.latency = float(latency)
         self.per_token = float(per_token)
@@ -80,13 +86,13 @@ class Pipeline:
     def stage_times(self, seconds: float, tokens: int) -> list[float]:
         """The P stage times of an iteration of whole-model time ``seconds`` over ``tokens`` tokens."""
         p = self.stages
-        compute = max(seconds - self.overhead, 0.0) / p
+        compute = max(seconds - self.overhead, 0.0) / p + (self.overhead if self.every_stage else 0.0)
         send = self.latency + self.per_token * tokens
         return [compute + send] * (p - 1) + [compute]
 
     def submit(self, t: float, seconds: float, tokens: int) -> float:
         """An iteration is ready at ``t``: pass it through the stages (FIFO) and return when it leaves."""
-        end = t + self.overhead
+        end = t + (0.0 if self.every_stage else self.overhead)
         free, busy = self.free, self.busy
         for s, ps in enumerate(self.stage_times(seconds, tokens)):
             if free[s] > end:
