@@ -60,6 +60,29 @@ def test_predictions_are_the_librarys_own_step_model_and_simulator():
     assert report["levels"][1]["metrics"]["ttft.mean"]["measured"] == pytest.approx(s["mean_ttft"])
 
 
+def test_the_calibrated_setting_predicts_with_the_familys_fit_on_the_books_data():
+    fitted, pooled, rows = validation.book_calibration()
+    assert rows > 300 and {"Hopper", "A100", "MI300", "Blackwell"} <= set(fitted)
+    report = validate.validate_file(SAMPLES / "vllm_sweep.json", model="Llama-3.1-8B", gpu="H100", seeds=(0,),
+                                    setting="calibrated")
+    e = fitted["Hopper"]
+    dep = Deployment.build("Llama-3.1-8B", "H100", gpu_memory_utilization=0.9, **e.options(n_layers=32))
+    level = report["levels"][0]
+    lp, lo = round(level["mean_in"]), round(level["mean_out"])
+    assert level["metrics"]["tpot.mean"]["step_model"] == pytest.approx(decode_step_time(dep, 1, lp + lo // 2),
+                                                                        rel=1e-12)
+    realistic = validate.validate_file(SAMPLES / "vllm_sweep.json", model="Llama-3.1-8B", gpu="H100", seeds=(0,))
+    assert level["metrics"]["tpot.mean"]["step_model"] != realistic["levels"][0]["metrics"]["tpot.mean"]["step_model"]
+    assert report["calibration"].startswith("calibrated: family Hopper, fitted")
+    assert "calibrated: family Hopper" in validate.format_report(report)
+    # a family the data lacks takes the pooled fit, and says so
+    tpu = validate.validate_file(SAMPLES / "vllm_sweep.json", model="Llama-3.1-8B", gpu="TPU-v6e", seeds=(0,),
+                                 setting="calibrated")
+    assert "fallback: a pooled fit" in tpu["calibration"]
+    with pytest.raises(ValueError, match="'calibrated'"):
+        validate.validate_file(SAMPLES / "vllm_sweep.json", model="Llama-3.1-8B", gpu="H100", setting="fitted")
+
+
 def test_recorded_send_times_and_lengths_are_replayed():
     report = validate.validate_file(SAMPLES / "vllm_detailed.json", model="Llama-3.1-8B", gpu="H100", seeds=(0, 1))
     sim = report["levels"][0]["simulation"]

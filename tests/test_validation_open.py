@@ -271,6 +271,30 @@ def test_the_pipelined_memory_wall_is_the_simulators_pipeline_with_the_overhead_
         sim.Server(model, acc, pipeline_parallel=p, pipeline_overhead="everywhere")
 
 
+def test_an_unversioned_vllm_row_runs_the_scheduler_of_its_date(tmp_path):
+    # vLLM 0.8.0 (March 2025) made V1 the default: a row that leaves the version unstated runs V0 if the
+    # source predates it, V1 if it is dated after, and V0 (the book's older default) when undated
+    base = dict(framework="vLLM", batch_size_or_concurrency="concurrency 8", request_rate="", metric="ttft_ms",
+                units="ms (mean)", prompt_len="1000", output_len="100")
+    rows = [row(**base, source_date="2024-10-10; read 2026-12-01"), row(**base, source_date="2025-12-03 (commit)"),
+            row(**base), row(**dict(base, framework="vLLM 0.6.3"), source_date="2025-12-03")]
+    fields = FIELDS + ["source_date"]
+    path = tmp_path / "dated.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: r.get(k, "") for k in fields})
+    data = load_published_measurements(path)
+    engines = [("(V1)" in m.scheduler["label"], "(V0)" in m.scheduler["label"], m.sim.token_budget)
+               for m in data.measurements]
+    # Llama-3.1-8B's 128K context: V0 chunks prefills at 512 tokens; V1 on an H100 API server at 8192
+    assert engines == [(False, True, 512), (True, False, 8192), (False, True, 512), (False, True, 512)]
+    assert "dated 2025-12, after vLLM 0.8.0 made V1 the default" in data.measurements[1].scheduler["label"]
+    assert validation.source_month("29 Jan 2025 (blog date); read 2026-12-01") == (2025, 1)
+    assert validation.source_month("read 2026-12-01") is None
+
+
 def test_pipeline_stages_are_refused_where_they_are_not_modelled(tmp_path):
     rows = [row(tp="TP1,PP2", n_gpus="2"),                                        # a static batch's ITL
             row(tp="TP1,PP2", n_gpus="2", batch_size_or_concurrency="concurrency 8", request_rate="",

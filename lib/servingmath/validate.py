@@ -498,8 +498,12 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
         The serving engine and version, for its scheduler defaults
         (:func:`servingmath.validation.engine_scheduler`). Default: SGLang for a bench_serving file,
         else vLLM 0.11 (AIPerf, genai-perf and guidellm can measure any server: say which).
-    setting : {"realistic", "physical"}
-        The efficiencies of the predictions (:data:`servingmath.validation.BASELINE` or the bound).
+    setting : {"realistic", "physical", "calibrated"}
+        The efficiencies of the predictions: the book's fixed guess
+        (:data:`servingmath.validation.BASELINE`), the bound, or the accelerator family's
+        calibration on the book's published measurements
+        (:func:`servingmath.validation.book_calibration`; the pooled fit for a family they lack,
+        and the report's notes say which).
     seeds : sequence of int
         Simulator seeds.
     max_requests : int
@@ -530,15 +534,25 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
     mod, mod_note, implied = validation.resolve_model(model)
     wd = validation.parse_dtype(weight_dtype)[0] or implied or "bf16"
     kd = validation.parse_dtype(kv_dtype)[0] if kv_dtype else (wd if wd in ("fp16", "bf16") else "bf16")
+    if setting not in ("realistic", "physical", "calibrated"):
+        raise ValueError(f"setting must be 'realistic', 'physical' or 'calibrated', got {setting!r}")
     efficiency = validation.BASELINE if setting == "realistic" else validation.PHYSICAL
-    if setting not in ("realistic", "physical"):
-        raise ValueError(f"setting must be 'realistic' or 'physical', got {setting!r}")
+    calibration_note = None
+    if setting == "calibrated":
+        fitted, pooled, rows = validation.book_calibration()
+        family = validation.accelerator_family(acc)
+        efficiency, status = validation.family_efficiency(family, fitted, pooled)
+        calibration_note = (f"calibrated: family {family}, {status} (MBU {efficiency.mbu:.2f}, MFU "
+                            f"{efficiency.mfu:.2f}, {efficiency.step_overhead * 1e3:.2f} ms per step; fitted on "
+                            f"{rows} rows of the book's published measurements, chapter 14)")
     scheduler = validation.engine_scheduler(engine, acc, mod, tensor_parallel=int(tp))
     frac = validation.engine_memory_fraction(scheduler, mod, acc, wd, int(tp))
     dep = _deployment(mod, acc, int(tp), wd, kd, efficiency, frac)
     report = {"file": Path(path).name, "tool": levels[0].tool if levels else None, "model": mod.name,
               "accelerator": acc.name, "tensor_parallel": int(tp), "weight_dtype": wd, "kv_dtype": kd,
               "setting": setting, "scheduler": scheduler, "notes": [acc_note, mod_note], "levels": []}
+    if calibration_note:
+        report["calibration"] = calibration_note
     for level in levels:
         measured = _measured(level)
         mean_in, mean_out = _mean_lengths(level)
@@ -610,7 +624,7 @@ def format_report(report: dict) -> str:
     lines = [f"{report['file']} ({report['tool']}): {report['model']} on {report['tensor_parallel']} x "
              f"{report['accelerator']}, weights {report['weight_dtype']}, KV {report['kv_dtype']}, "
              f"setting '{report['setting']}'",
-             f"scheduler: {s['label']}"]
+             f"scheduler: {s['label']}"] + ([report["calibration"]] if report.get("calibration") else [])
     for entry in report["levels"]:
         load = (f"concurrency {entry['load']:g}" if entry["mode"] in ("concurrency", "synchronous")
                 else f"rate {entry['load']:g} req/s" if math.isfinite(entry["load"]) else entry["mode"])
@@ -747,7 +761,9 @@ def main(argv=None) -> int:
                                                      "SGLang for an SGLang file, else 'vLLM 0.11'; e.g. 'SGLang 0.4', "
                                                      "'TensorRT-LLM 1.0')")
     parser.add_argument("--tool", default=None, choices=benchmarks.TOOLS, help="force the file's format")
-    parser.add_argument("--setting", default="realistic", choices=("realistic", "physical"))
+    parser.add_argument("--setting", default="realistic", choices=("realistic", "physical", "calibrated"),
+                        help="the predictions' efficiencies: the book's fixed guess (default), the physical bound, "
+                             "or the accelerator family's calibration on the book's published measurements")
     parser.add_argument("--seeds", type=int, default=3, help="simulator seeds (default 3)")
     parser.add_argument("--max-requests", type=int, default=4000, help="requests replayed per level at most "
                                                                     "(default 4000)")

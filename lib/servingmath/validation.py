@@ -130,6 +130,7 @@ __all__ = [
     "accelerator_family",
     "catalog_families",
     "engine_scheduler",
+    "source_month",
     "parse_dtype",
     "engine_memory_fraction",
     "with_tensor_peak",
@@ -146,6 +147,7 @@ __all__ = [
     "family_efficiency",
     "POOLED",
     "CLOUD_INSTANCES",
+    "book_calibration",
     "calibration_table",
     "percentage_errors",
     "error_summary",
@@ -890,8 +892,40 @@ def _engine_of(framework: str) -> tuple[str, tuple | None]:
     return "unknown", None
 
 
+_MONTHS = {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                           "nov", "dec"))}
+
+#: vLLM 0.8.0 made the V1 engine the default ("We have now enabled V1 engine by default (#13726)", the
+#: v0.8.0 release notes, as quoted in dependabot's bump of 2025-03-19, github.com/microsoft/RecAI/pull/89;
+#: docs.vllm.ai/en/v0.8.0 getting_started/v1_user_guide). A source dated from this month on that leaves
+#: the version unstated ran V1.
+VLLM_V1_DEFAULT_SINCE = (2025, 4)
+
+
+def source_month(text):
+    """(year, month) of a ``source_date`` cell (``"2025-12-03 (commit); read 2026-12-01"``,
+    ``"29 Jan 2025 (blog date); read ..."``), ignoring the date the row was read; None if undated.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
+    >>> source_month("2025-12-03 (commit); read 2026-12-01"), source_month("29 Jan 2025 (blog)"), source_month("read 2026-12-01")
+    ((2025, 12), (2025, 1), None)
+    """
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text (a source_date cell) must be a str or None, got {text!r:.60}")
+    t = re.split(r"\bread\b", (text or "").lower())[0]
+    iso = re.search(r"\b(20\d\d)-(\d\d)\b", t)
+    if iso and 1 <= int(iso.group(2)) <= 12:
+        return int(iso.group(1)), int(iso.group(2))
+    named = re.search(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[\s,-]+(?:\d{1,2},?\s+)?(20\d\d)\b", t)
+    if named:
+        return int(named.group(2)), _MONTHS[named.group(1)]
+    year = re.search(r"\b(20\d\d)\b", t)
+    return (int(year.group(1)), 1) if year else None
+
+
 def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=None, tensor_parallel=1,
-                     max_model_len=None):
+                     max_model_len=None, dated=None):
     """The scheduler an engine runs by default: the simulator's policy, its limits and their source.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
@@ -911,6 +945,9 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
     max_model_len : int, optional
         The server's ``--max-model-len`` where the row states one (vLLM V0's defaults depend on
         it); default the model's context.
+    dated : (year, month), optional
+        When the source was published (:func:`source_month`). A vLLM row that leaves its
+        version unstated runs V1 if dated from :data:`VLLM_V1_DEFAULT_SINCE` on, else V0.
 
     Returns
     -------
@@ -942,6 +979,10 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
         raise TypeError(f"framework must be the engine's name and version (str), got {framework!r}")
     acc, mod = get_accelerator(accelerator), get_model(model)
     engine, version = _engine_of(framework)
+    inferred = None
+    if engine == "vllm" and version is None and dated is not None and tuple(dated) >= VLLM_V1_DEFAULT_SINCE:
+        version, inferred = (0, 8), (f"version not stated; the source is dated {dated[0]}-{dated[1]:02d}, after vLLM "
+                                     "0.8.0 made V1 the default (March 2025)")
     context = int(max_model_len) if max_model_len else min(int(mod.max_context_len), 131072)
     out = dict(memory_fraction=0.9, reserve="on-demand", engine=engine, scheduler_steps=1, chunk_prompts=True)
     if engine == "vllm":
@@ -961,7 +1002,7 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
             else:
                 budget, seqs, klass = (8192 if offline else 2048), 256, "< 70 GiB or A100"
             out.update(policy="chunked", token_budget=budget, max_seqs=seqs, source=_VLLM_V1,
-                       label=f"vLLM {'.'.join(map(str, version))} (V1) default for {klass}, "
+                       label=f"vLLM {inferred or '.'.join(map(str, version))} (V1) default for {klass}, "
                              f"{'LLM class' if offline else 'API server'}: chunked prefill, "
                              f"{budget} tokens per step, {seqs} sequences")
         else:
@@ -1691,7 +1732,8 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
         assumptions.append(f"the stated batch {load_value} is {cap} per replica")
     stated_len = re.search(r"max[_-]model[_-]len[\s=]+(\d+)", f"{framework} {raw.get('notes', '')}")
     scheduler = engine_scheduler(framework, acc, model, offline=offline, batch_cap=cap, tensor_parallel=tp,
-                                 max_model_len=int(stated_len.group(1)) if stated_len else None)
+                                 max_model_len=int(stated_len.group(1)) if stated_len else None,
+                                 dated=source_month(raw.get("source_date")))
     if scheduler["engine"] == "unknown":
         assumptions.append(scheduler["label"])
     stated_n = _stated_requests(raw)
@@ -2589,6 +2631,29 @@ def family_efficiency(family: str, fitted: dict, fallback: Efficiency = BASELINE
         return fitted[family], "fitted"
     what = "the realistic setting" if fallback == BASELINE else "a pooled fit over every family's rows"
     return fallback, f"fallback: {what} (no training rows for this family)"
+
+
+@functools.lru_cache(maxsize=4)
+def book_calibration(basis: str = "per_gpu") -> tuple:
+    """The calibration chapter 14 fits: every family on the trainable rows of the book's two data files.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
+    Returns ``(fitted, pooled, rows)``: ``{family: Efficiency}`` (:func:`calibrate` with its four
+    parameters over NCCL's all-reduce cost), the pooled fit over the same rows for a family they
+    lack (:func:`family_efficiency`'s fallback), and the number of rows fitted. What
+    ``python -m servingmath.validate --setting calibrated`` predicts with.
+
+    >>> fitted, pooled, rows = book_calibration()
+    >>> family_efficiency("Hopper", fitted, pooled)[1], family_efficiency("TPU-v6e", fitted, pooled)[1][:8]
+    ('fitted', 'fallback')
+    """
+    _check_basis(basis)
+    rows = [m for path in (default_data_path(), open_data_path())
+            for m in load_published_measurements(path).measurements if _trainable(m, basis)]
+    fitted = calibrate(rows, basis=basis)
+    pooled = calibrate(rows, basis=basis, pooled=True)[POOLED]
+    return fitted, pooled, len(rows)
 
 
 def calibration_table(fitted: dict, measurements=(), fallback: Efficiency = BASELINE) -> list:
