@@ -54,6 +54,21 @@ BENCHMARK_SPELLINGS = {
     "NVIDIA B200": "B200-SXM-180GB",
     "GB200": "GB200",
     "GB200 NVL72": "GB200",
+    "AMD Instinct MI355X": "MI355X",                # rocm-smi marketing name
+    "HGX B300": "B300-SXM-288GB",
+    "NVIDIA B300 SXM6 AC": "B300-SXM-288GB",        # nvidia-smi on a B300
+    "NVIDIA H20": "H20-96GB",
+    "H800": "H800-SXM5-80GB",
+    "NVIDIA L40": "L40",
+    "RTX 6000 Ada Generation": "RTX-6000-Ada",
+    "RTX PRO 6000 Blackwell Server Edition": "RTX-PRO-6000-Blackwell-Server",   # not the Ada card
+    "NVIDIA RTX A6000": "RTX-A6000",
+    "GeForce RTX 4090": "RTX-4090",
+    "Tesla V100-SXM2-32GB": "V100-SXM2-32GB",       # nvidia-smi on a V100 SXM2 32 GB
+    "Tesla V100-SXM2-16GB": "V100-SXM2-16GB",
+    "Tesla T4": "T4",
+    "TPU v4": "TPU-v4",
+    "Intel Gaudi 3": "Gaudi3",
 }
 
 
@@ -97,7 +112,7 @@ def test_blackwell_dense_fp8_and_fp4_are_half_the_headline():
 def test_fp4_has_a_peak_only_where_the_sheet_gives_one():
     for acc in hardware.accelerator_catalog().values():
         has_fp4 = "nvfp4" in acc.dense_flops
-        assert has_fp4 == acc.name.startswith(("B200", "GB200", "RTX-PRO-6000-Blackwell")), acc.name
+        assert has_fp4 == acc.name.startswith(("B200", "GB200", "RTX-PRO-6000-Blackwell", "MI355X", "MI350X")), acc.name
         if has_fp4:
             assert acc.dense_flops["nvfp4"] == acc.dense_flops["mxfp4"] == 2 * acc.dense_flops["fp8"]
     with pytest.raises(ValueError, match="no tensor-core peak"):

@@ -395,8 +395,8 @@ def test_implied_efficiency_rejects_bad_input(kwargs, message):
 def test_unknown_model_or_accelerator_names_the_value():
     with pytest.raises(KeyError, match="Llama-9B"):
         implied_mbu("Llama-9B", "A100", 0.01)
-    with pytest.raises(KeyError, match="B300"):
-        implied_mbu("Llama-2-7B", "B300", 0.01)
+    with pytest.raises(KeyError, match="B3000"):
+        implied_mbu("Llama-2-7B", "B3000", 0.01)
 
 
 def test_other_functions_reject_bad_input(data):

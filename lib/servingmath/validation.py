@@ -218,6 +218,10 @@ FORM_FACTOR_NOTES = {
                       "312 TFLOP/s): the higher bandwidth gives the bound that holds for either",
     "A100-SXM4-40GB": "form factor not stated; SXM4 40 GB (1.555 TB/s)",
     "B200-SXM-180GB": "form factor not stated; the HGX/DGX B200 SXM part",
+    "B300-SXM-288GB": "form factor not stated; the HGX/DGX B300 SXM part",
+    "H800-SXM5-80GB": "form factor not stated; SXM (the H800 PCIe card has the H100 PCIe's lower peaks)",
+    "V100-SXM2-32GB": "form factor not stated; SXM2 (the V100 PCIe card runs lower clocks: 112 tensor "
+                      "TFLOP/s against 125, the same 900 GB/s)",
 }
 
 #: The book's own CSV spellings and the part each denotes, with the assumption; the general
