@@ -150,9 +150,10 @@ def test_every_row_is_a_measurement_or_a_counted_reason(open_data, open_rows):
     # each refusal names its cause; every part of the file is in the catalog (the RTX PRO 6000 was added)
     for u in open_data.unexpressible:
         assert u.reason and u.category
-        assert u.category in ("simulation budget", "lengths"), (u.category, u.reason)
-        if u.category == "lengths":       # the TPU rows over OpenOrca, a dataset the library does not ship
-            assert "OpenOrca" in u.reason and "TPU" in open_rows[u.row]["hardware"]
+        assert u.category == "simulation budget", (u.category, u.reason)
+    # the TPU rows over OpenOrca, a dataset the library does not ship, run at the means their notes state
+    orca = [m for m in open_data.measurements if open_rows[m.row]["prompt_len"] == "OpenOrca"]
+    assert len(orca) == 7 and all(any("'OpenOrca' is not a dataset" in a for a in m.assumptions) for m in orca)
     # the RTX PRO 6000 rows on 2, 4 and 8 pipeline stages are expressed (they were refused before)
     rtx = [m for m in open_data.measurements if m.accelerator.name.startswith("RTX-PRO-6000")]
     stages = sorted({m.pipeline_parallel for m in rtx})
@@ -293,6 +294,20 @@ def test_an_unversioned_vllm_row_runs_the_scheduler_of_its_date(tmp_path):
     assert "dated 2025-12, after vLLM 0.8.0 made V1 the default" in data.measurements[1].scheduler["label"]
     assert validation.source_month("29 Jan 2025 (blog date); read 2026-12-01") == (2025, 1)
     assert validation.source_month("read 2026-12-01") is None
+
+
+def test_a_dataset_the_library_lacks_runs_at_the_means_the_row_states(tmp_path):
+    base = dict(batch_size_or_concurrency="concurrency 4", request_rate="", metric="ttft_ms", units="ms (mean)",
+                prompt_len="OpenOrca", output_len="OpenOrca")
+    rows = [row(**base, notes="100 requests (mean lengths: 218.9 in, 188.0 out)"), row(**base, notes="100 requests")]
+    data = load_published_measurements(write_csv(tmp_path / "orca.csv", rows))
+    (m,) = data.measurements
+    assert m.sim.workload[:2] == ("dataset", "sharegpt4-vllm-filter")
+    assert (m.prompt_len, m.output_len) == (219, 188)
+    assert any("'OpenOrca' is not a dataset" in a and "(218.9 in, 188 out)" in a for a in m.assumptions)
+    # without its means the row is refused, and the reason says what would express it
+    assert [u.category for u in data.unexpressible] == ["lengths"]
+    assert "mean lengths" in data.unexpressible[0].reason
 
 
 def test_pipeline_stages_are_refused_where_they_are_not_modelled(tmp_path):

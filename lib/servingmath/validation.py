@@ -836,8 +836,15 @@ def _lengths(raw):
         if means:
             why = f"{name}'s shape rescaled to the means the row states ({means[0]:g} in, {means[1]:g} out)"
         return "dataset", name, why, means or default
+    if means and p and _integer(p) is None:
+        # a dataset the library does not ship, whose mean lengths the row states: ShareGPT's shape
+        # (the heavy-tailed chat mix most serving benchmarks sample) at those means
+        return "dataset", "sharegpt4-vllm-filter", (
+            f"{p!r} is not a dataset servingmath.workloads ships: sharegpt4-vllm-filter's shape rescaled to the "
+            f"means the row states ({means[0]:g} in, {means[1]:g} out); the spread of its lengths is assumed"), means
     return "unknown", (f"request lengths not given (prompt {p!r}, output {o!r}): neither numbers, "
-                       f"uniform ranges ('uniform 1-1024') nor a dataset of servingmath.workloads")
+                       f"uniform ranges ('uniform 1-1024'), a dataset of servingmath.workloads, nor a dataset "
+                       f"named with its mean lengths in the notes ('mean lengths: 219 in, 292 out')")
 
 
 def _statistic(units: str, metric: str) -> tuple[str, str | None]:
