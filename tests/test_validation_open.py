@@ -235,6 +235,29 @@ def test_a_pipelined_memory_wall_row_from_first_principles(open_data):
     assert predict(m, Efficiency(mbu=0.8, mfu=0.4, step_overhead=0.02)) < predict(m, e)
 
 
+@pytest.mark.parametrize("text, dtype", [("FP8 (E4M3)", "fp8"), ("fp8_e5m2", "fp8"), ("INT4-AWQ", "int4"),
+                                         ("GPTQ-int4", "int4"), ("int4 (GPTQ)", "int4"), ("FP8 dynamic", "fp8"),
+                                         ("bf16 / fp16", "bf16"), ("W8A16", "int8")])
+def test_data_types_as_benchmarks_spell_them(text, dtype):
+    assert validation.parse_dtype(text) == (dtype, True)
+
+
+@pytest.mark.parametrize("text, message", [("int4 weights, fp8 kv", "several types"), ("fp7", "not one the")])
+def test_data_types_that_name_several_or_none_are_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        validation.parse_dtype(text)
+
+
+@pytest.mark.parametrize("name, model, implied", [
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "Llama-3.1-8B", "int8"),
+    ("RedHatAI/Llama-3.3-70B-Instruct-quantized.w4a16", "Llama-3.1-70B", "int4"),
+    ("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "Llama-3.1-8B", "fp8"),
+    ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", "Llama-3.1-70B", None)])
+def test_quantised_and_fine_tuned_checkpoint_names_resolve(name, model, implied):
+    m, _note, dtype = resolve_model(name)
+    assert (m.name, dtype) == (model, implied)
+
+
 def test_an_unstated_tp_is_one_replica_over_the_gpus_and_the_row_says_so(tmp_path):
     rows = [row(tp="not stated", n_gpus="2"), row(tp="", n_gpus="4"), row(tp="TP2", n_gpus="2")]
     data = load_published_measurements(write_csv(tmp_path / "tp.csv", rows))

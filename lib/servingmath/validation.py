@@ -422,6 +422,8 @@ SAME_SHAPES = {
                                                   "Qwen2.5-Math-7B, which has Qwen2.5-7B's shapes (only its "
                                                   "RoPE base differs, which the arithmetic does not use)"),
     "qwq-32b": ("Qwen2.5-32B", "QwQ-32B is trained from Qwen2.5-32B: its shapes"),
+    "llama-3.1-nemotron-70b": ("Llama-3.1-70B", "Llama-3.1-Nemotron-70B-Instruct is NVIDIA's fine-tune of "
+                                                "Llama-3.1-70B-Instruct: its shapes"),
 }
 
 #: The book's own CSV model strings and where they resolve (documentation; the resolver reproduces it).
@@ -441,7 +443,7 @@ MODEL_MAP = {
 # suffixes of checkpoint names that do not change the shapes; the dtype ones imply the weights' type
 _MODEL_SUFFIXES = {"instruct": None, "chat": None, "hf": None, "it": None, "base": None, "fp8": "fp8",
                    "fp4": "nvfp4", "nvfp4": "nvfp4", "awq": "int4", "gptq": "int4", "int4": "int4",
-                   "int8": "int8", "w8a8": "int8", "w4a16": "int4", "kv": None, "dynamic": None,
+                   "int8": "int8", "w8a8": "int8", "w8a16": "int8", "w4a16": "int4", "kv": None, "dynamic": None,
                    "quantized": None, "v0.1": None, "v0.2": None, "v0.3": None}
 
 
@@ -453,6 +455,7 @@ def _model_key(name: str) -> tuple[str, str | None]:
     s = re.sub(r"[\s_]+", "-", s)
     if s.startswith("meta-llama-"):
         s = s[len("meta-"):]
+    s = re.sub(r"-quantized\.(w\d+a\d+)$", r"-\1", s)     # RedHatAI / neuralmagic: -quantized.w8a8
     implied = None
     parts = s.split("-")
     while len(parts) > 1 and parts[-1] in _MODEL_SUFFIXES:
@@ -616,6 +619,11 @@ _DTYPE_SPELLINGS = {
     "int4": "int4", "awq": "int4", "gptq": "int4", "w4a16": "int4", "int4 (awq)": "int4",
     "fp4": "nvfp4", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
 }
+_DTYPE_WORDS = {"fp8": "fp8", "e4m3": "fp8", "e5m2": "fp8", "float8": "fp8", "fp8e4m3": "fp8", "fp8e5m2": "fp8",
+                "int4": "int4", "awq": "int4", "gptq": "int4", "w4a16": "int4", "w4a8": "int4", "4bit": "int4",
+                "int8": "int8", "w8a8": "int8", "w8a16": "int8", "8bit": "int8", "smoothquant": "int8",
+                "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+                "fp32": "fp32", "float32": "fp32", "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4"}
 _UNSTATED = {"", "auto", "n/a", "na", "not stated", "default", "unknown", "?", "-", "none"}
 
 #: How a data type the row leaves unstated is chosen: ``"engine-default"`` (what the engine's
@@ -647,6 +655,16 @@ def parse_dtype(text):
         return None, False
     if t in _DTYPE_SPELLINGS:
         return _DTYPE_SPELLINGS[t], True
+    # the longer spellings benchmarks write ("FP8 (E4M3)", "INT4-AWQ", "GPTQ-int4", "fp8_e5m2"): the one
+    # family of types every word of it names, else refused as ambiguous
+    families = {_DTYPE_WORDS[w] for w in re.split(r"[^a-z0-9]+", t) if w in _DTYPE_WORDS}
+    if families == {"bf16", "fp16"}:
+        families = {"bf16"}                      # the same bytes and the same peak
+    if len(families) == 1:
+        return families.pop(), True
+    if len(families) > 1:
+        raise ValueError(f"text: data type {text!r} names several types ({', '.join(sorted(families))}): give "
+                         "one cell its type (dtype_weights for the weights, dtype_kv for the KV cache)")
     raise ValueError(f"text: data type {text!r} is not one the library knows ({', '.join(sorted(set(_DTYPE_SPELLINGS)))})")
 
 
