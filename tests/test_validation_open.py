@@ -258,6 +258,15 @@ def test_quantised_and_fine_tuned_checkpoint_names_resolve(name, model, implied)
     assert (m.name, dtype) == (model, implied)
 
 
+@pytest.mark.parametrize("batch, rate, load", [
+    ("c=64", "", ("closed", 64)), ("64 concurrent users", "", ("closed", 64)), ("concurrency: 64", "", ("closed", 64)),
+    ("--max-concurrency 64", "", ("closed", 64)), ("64 clients", "", ("closed", 64)), ("64", "inf", ("closed", 64)),
+    ("", "10 req/s", ("poisson", 10.0)), ("", "4 QPS", ("poisson", 4.0)), ("", "poisson 4", ("poisson", 4.0)),
+    ("", "rate=2.5", ("poisson", 2.5)), ("", "\u221e", ("offline", None)), ("32", "static batch", ("static", 32))])
+def test_loads_as_benchmarks_write_them(batch, rate, load):
+    assert validation._load({"batch_size_or_concurrency": batch, "request_rate": rate}) == load
+
+
 def test_an_unstated_tp_is_one_replica_over_the_gpus_and_the_row_says_so(tmp_path):
     rows = [row(tp="not stated", n_gpus="2"), row(tp="", n_gpus="4"), row(tp="TP2", n_gpus="2")]
     data = load_published_measurements(write_csv(tmp_path / "tp.csv", rows))

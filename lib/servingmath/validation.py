@@ -784,7 +784,9 @@ def _load(raw):
     r = rate.lower()
     b = batch.lower()
     number = _integer(batch)
-    concurrency = re.fullmatch(r"(?:concurrency|max[-_ ]concurrency|clients?|users?)\s*=?\s*(\d+)", b)
+    concurrency = (re.fullmatch(r"(?:--)?(?:max[-_ ]?)?(?:concurrency|clients?|users?|c)\s*[:=]?\s*(\d+)", b)
+                   or re.fullmatch(r"(\d+)\s*(?:concurrent(?:\s+(?:users|clients|requests))?|clients|users|"
+                                   r"parallel\s+requests|in\s+flight)", b))
     if r in ("static batch", "single request", "static", "fixed batch"):
         if number is None:
             return "unknown", f"a static batch needs a numeric batch size, got {batch!r}"
@@ -795,12 +797,16 @@ def _load(raw):
             return "unknown", f"a closed-loop run needs a numeric concurrency, got {batch!r}"
         return "closed", c
     value = _number(rate)
+    spelled = re.fullmatch(r"(?:poisson|rate|qps|rps)?\s*[:=(]?\s*(\d+(?:\.\d+)?)\s*\)?\s*"
+                           r"(?:req(?:uests)?\s*/\s*s(?:ec)?|rps|qps|requests per second)?", r)
+    if value is None and spelled and re.search(r"poisson|rate|qps|rps|req|per second", r):
+        value = float(spelled.group(1))
     if value is not None and value > 0:
         if number is not None or concurrency:
             return "unknown", ("a Poisson rate capped by a concurrency (--max-concurrency with "
                                "--request-rate) is not simulated")
         return "poisson", value
-    if r.startswith("inf") or "offline" in r or "all requests" in r or r in ("max", "saturation"):
+    if r.startswith("inf") or r == "\u221e" or "offline" in r or "all requests" in r or r in ("max", "saturation"):
         if number is not None and "offline" not in r and "all requests" not in r:
             return "closed", number       # vllm bench serve --request-rate inf --max-concurrency N
         cap = re.search(r"(\d+)", b)
