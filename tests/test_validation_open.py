@@ -267,6 +267,18 @@ def test_loads_as_benchmarks_write_them(batch, rate, load):
     assert validation._load({"batch_size_or_concurrency": batch, "request_rate": rate}) == load
 
 
+def test_latency_percentiles_the_simulator_reports_and_one_it_does_not(tmp_path):
+    base = dict(batch_size_or_concurrency="concurrency 4", request_rate="", metric="ttft_ms", prompt_len="512",
+                output_len="64")
+    rows = [row(**base, units="ms (P95)"), row(**base, units="ms (p99)"), row(**base, units="ms (p99.9)")]
+    data = load_published_measurements(write_csv(tmp_path / "pct.csv", rows))
+    assert [m.statistic for m in data.measurements] == ["p95", "p99"]
+    assert [(u.category, "p99.9" in u.reason) for u in data.unexpressible] == [("statistic", True)]
+    metrics = validation._simulate_metrics(data.measurements[0].sim, BASELINE, 0)
+    assert predict(data.measurements[0], BASELINE, seeds=(0,)) == pytest.approx(metrics["ttft.p95"])
+    assert metrics["ttft.p50"] <= metrics["ttft.p95"] <= metrics["ttft.p99"]
+
+
 def test_an_unstated_tp_is_one_replica_over_the_gpus_and_the_row_says_so(tmp_path):
     rows = [row(tp="not stated", n_gpus="2"), row(tp="", n_gpus="4"), row(tp="TP2", n_gpus="2")]
     data = load_published_measurements(write_csv(tmp_path / "tp.csv", rows))

@@ -874,8 +874,14 @@ def _lengths(raw):
 def _statistic(units: str, metric: str) -> tuple[str, str | None]:
     """Which statistic a latency row reports (from its units), and the assumption if it is not stated."""
     u = (units or "").lower()
-    for word, stat in (("p99", "p99"), ("p90", "p90"), ("p50", "p50"), ("median", "p50"), ("mean", "mean"),
-                       ("avg", "mean"), ("average", "mean")):
+    percentile = re.search(r"\bp(\d+(?:\.\d+)?)\b", u)
+    if percentile:
+        stat = f"p{percentile.group(1)}"
+        if stat not in ("p50", "p90", "p95", "p99"):
+            raise _Refused("statistic", f"units {units!r}: the {stat} of a latency is not one the simulator reports "
+                                        "(mean, p50, p90, p95, p99)")
+        return stat, None
+    for word, stat in (("median", "p50"), ("mean", "mean"), ("avg", "mean"), ("average", "mean")):
         if word in u:
             return stat, None
     if metric.endswith("_ms"):
@@ -1251,7 +1257,7 @@ class Measurement:
     fits : bool
         Whether the weights and the KV cache of the whole batch at its final context fit
         (memory read generously: the sheet's GB as GiB, all of it usable). Simulated rows: True.
-    statistic : {"mean", "p50", "p90", "p99"}
+    statistic : {"mean", "p50", "p90", "p95", "p99"}
         The statistic a latency row reports (from its units).
     assumptions : tuple of str
         Every assumption made in turning the row into this configuration.
@@ -2294,9 +2300,10 @@ def _simulate_metrics(spec: SimulationSpec, e: Efficiency, seed: int) -> dict:
         keep[: int(value)] = False          # the first wave, all sent at t = 0: a load generator's warm-up
     for name, values in (("ttft", r.ttft), ("tpot", r.tpot), ("e2e", r.e2e)):
         s = sim.Summary.of(values[keep])
-        out.update({f"{name}.mean": s.mean, f"{name}.p50": s.p50, f"{name}.p90": s.p90, f"{name}.p99": s.p99})
+        out.update({f"{name}.mean": s.mean, f"{name}.p50": s.p50, f"{name}.p90": s.p90, f"{name}.p95": s.p95,
+                    f"{name}.p99": s.p99})
     s = m.itl
-    out.update({"itl.mean": s.mean, "itl.p50": s.p50, "itl.p90": s.p90, "itl.p99": s.p99})
+    out.update({"itl.mean": s.mean, "itl.p50": s.p50, "itl.p90": s.p90, "itl.p95": s.p95, "itl.p99": s.p99})
     return out
 
 
