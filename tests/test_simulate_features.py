@@ -418,3 +418,37 @@ def test_multi_step_scheduling_refuses_what_it_does_not_model():
         sim.ContinuousBatching(scheduler_steps=0)
     with pytest.raises(ValueError, match="scheduler_steps = 4"):
         sim.ContinuousBatching(scheduler_steps=4, block_size=16)
+
+
+# ---- a Poisson stream behind a client semaphore (vllm bench serve --request-rate R --max-concurrency N) -------------
+def test_a_capped_stream_is_the_poisson_stream_when_the_cap_never_binds_and_never_exceeds_it():
+    work = Workload.fixed(300, 512, 64)
+    policy = sim.ChunkedPrefill(token_budget=8192, max_batch_size=256)
+    free = run(work, Poisson(6.0), policy)
+    loose = run(work, sim.CappedPoisson(6.0, 10_000), policy)
+    np.testing.assert_array_equal(loose.records.ttft, free.records.ttft)
+    np.testing.assert_array_equal(loose.records.e2e, free.records.e2e)
+    cap = 3
+    tight = run(work, sim.CappedPoisson(6.0, cap), policy)
+    sent = tight.records.arrival
+    done = sent + tight.records.e2e
+    # at no time are more than `cap` requests in flight
+    events = sorted([(t, 1) for t in sent] + [(t, -1) for t in done], key=lambda e: (e[0], e[1]))
+    assert max(np.cumsum([d for _, d in events])) == cap
+    # each request is sent at its due time, or when a slot freed: never before it is due
+    stream = loose.records.arrival            # the uncapped run's arrivals are the due times
+    assert np.all(sent >= stream - 1e-12)
+    late = sent > stream + 1e-12
+    assert late.any() and all(np.isclose(done, s).any() for s in sent[late])
+
+
+def test_a_capped_stream_far_above_capacity_is_a_closed_loop_of_its_cap():
+    work = Workload.fixed(400, 512, 128)
+    policy = sim.ChunkedPrefill(token_budget=8192, max_batch_size=256)
+    capped = run(work, sim.CappedPoisson(1000.0, 4), policy).metrics(itl=False)
+    closed = run(work, sim.ClosedLoop(4), policy).metrics(itl=False)
+    assert capped.output_throughput == pytest.approx(closed.output_throughput, rel=0.01)
+    with pytest.raises(ValueError, match="max_concurrency"):
+        sim.CappedPoisson(4.0, 0)
+    with pytest.raises(ValueError, match="rate"):
+        sim.CappedPoisson(-1.0, 4)

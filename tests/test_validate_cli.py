@@ -83,6 +83,21 @@ def test_the_calibrated_setting_predicts_with_the_familys_fit_on_the_books_data(
         validate.validate_file(SAMPLES / "vllm_sweep.json", model="Llama-3.1-8B", gpu="H100", setting="fitted")
 
 
+def test_a_rate_capped_by_a_concurrency_is_replayed_behind_the_semaphore(tmp_path):
+    # vllm bench serve --request-rate 4 --max-concurrency 2: the level is a Poisson stream behind a semaphore
+    line = json.loads((SAMPLES / "vllm_sweep.json").read_text().splitlines()[0])
+    line.update(request_rate=4.0, max_concurrency=2)
+    path = tmp_path / "capped.json"
+    path.write_text(json.dumps(line) + "\n")
+    (level,) = read_benchmark(path)
+    assert level.mode == "rate+concurrency"
+    arrivals, how = validate.level_arrivals(level, 20)
+    assert (type(arrivals).__name__, arrivals.rate, arrivals.max_concurrency) == ("CappedPoisson", 4.0, 2)
+    assert "at most 2 in flight" in how
+    report = validate.validate_file(path, model="Llama-3.1-8B", gpu="H100", seeds=(0,))
+    assert report["levels"][0]["metrics"]["ttft.mean"]["simulator"] is not None
+
+
 def test_recorded_send_times_and_lengths_are_replayed():
     report = validate.validate_file(SAMPLES / "vllm_detailed.json", model="Llama-3.1-8B", gpu="H100", seeds=(0, 1))
     sim = report["levels"][0]["simulation"]

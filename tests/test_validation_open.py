@@ -262,7 +262,8 @@ def test_quantised_and_fine_tuned_checkpoint_names_resolve(name, model, implied)
     ("c=64", "", ("closed", 64)), ("64 concurrent users", "", ("closed", 64)), ("concurrency: 64", "", ("closed", 64)),
     ("--max-concurrency 64", "", ("closed", 64)), ("64 clients", "", ("closed", 64)), ("64", "inf", ("closed", 64)),
     ("", "10 req/s", ("poisson", 10.0)), ("", "4 QPS", ("poisson", 4.0)), ("", "poisson 4", ("poisson", 4.0)),
-    ("", "rate=2.5", ("poisson", 2.5)), ("", "\u221e", ("offline", None)), ("32", "static batch", ("static", 32))])
+    ("", "rate=2.5", ("poisson", 2.5)), ("", "\u221e", ("offline", None)), ("32", "static batch", ("static", 32)),
+    ("concurrency 64", "4 req/s", ("capped", (4.0, 64))), ("64", "4", ("capped", (4.0, 64)))])
 def test_loads_as_benchmarks_write_them(batch, rate, load):
     assert validation._load({"batch_size_or_concurrency": batch, "request_rate": rate}) == load
 
@@ -277,6 +278,19 @@ def test_latency_percentiles_the_simulator_reports_and_one_it_does_not(tmp_path)
     metrics = validation._simulate_metrics(data.measurements[0].sim, BASELINE, 0)
     assert predict(data.measurements[0], BASELINE, seeds=(0,)) == pytest.approx(metrics["ttft.p95"])
     assert metrics["ttft.p50"] <= metrics["ttft.p95"] <= metrics["ttft.p99"]
+
+
+def test_a_rate_capped_by_a_concurrency_runs_the_benchmarks_semaphore(tmp_path):
+    rows = [row(batch_size_or_concurrency="max concurrency 8", request_rate="4", metric="ttft_ms", units="ms (mean)",
+                prompt_len="512", output_len="128", tp="1", n_gpus="2")]
+    data = load_published_measurements(write_csv(tmp_path / "capped.csv", rows))
+    (m,) = data.measurements
+    assert m.sim.load == ("capped", (2.0, 4))                  # two replicas share the stream and the cap
+    assert "at most 4 in flight" in m.sim.describe()
+    assert any("CappedPoisson" in a for a in m.assumptions)
+    capped = validation._simulate_metrics(m.sim, BASELINE, 0)
+    free = validation._simulate_metrics(dataclasses.replace(m.sim, load=("poisson", 2.0)), BASELINE, 0)
+    assert capped["ttft.mean"] <= free["ttft.mean"] and capped["request_throughput"] > 0
 
 
 def test_an_unstated_tp_is_one_replica_over_the_gpus_and_the_row_says_so(tmp_path):

@@ -190,8 +190,8 @@ def level_arrivals(level, n_requests: int):
     Raises
     ------
     ValueError
-        For a load the simulator does not replay (a rate capped by a concurrency, guidellm's
-        throughput mode without recorded times).
+        For a load the simulator does not replay (guidellm's throughput mode without recorded
+        times).
 
     Examples
     --------
@@ -200,7 +200,7 @@ def level_arrivals(level, n_requests: int):
     >>> level_arrivals(level, 10)
     (ClosedLoop(clients=1, think_time=0.0, think_time_distribution='fixed'), 'closed loop of 1 client')
     """
-    from .workloads import ClosedLoop, Poisson, Timestamps
+    from .workloads import CappedPoisson, ClosedLoop, Poisson, Timestamps
 
     _check_level(level)
     n_requests = check_integer("n_requests", n_requests, minimum=1, scalar=True)
@@ -210,8 +210,12 @@ def level_arrivals(level, n_requests: int):
     if mode == "concurrency" or mode == "synchronous":
         c = int(level.concurrency or 1)
         return ClosedLoop(clients=c), f"closed loop of {c} client{'s' if c > 1 else ''}"
-    if mode == "rate" and level.request_rate and math.isfinite(level.request_rate):
+    if mode in ("rate", "rate+concurrency") and level.request_rate and math.isfinite(level.request_rate):
         burst = float((level.metadata or {}).get("burstiness") or 1.0)
+        if mode == "rate+concurrency":
+            c = int(level.concurrency)
+            return (CappedPoisson(float(level.request_rate), c, burstiness=burst),
+                    f"Poisson {level.request_rate:g} req/s, at most {c} in flight (the client's semaphore)")
         return Poisson(float(level.request_rate), burstiness=burst), f"Poisson {level.request_rate:g} req/s"
     if mode == "all-at-once" or (mode == "rate" and level.request_rate is not None
                                  and math.isinf(level.request_rate)):

@@ -791,20 +791,19 @@ def _load(raw):
         if number is None:
             return "unknown", f"a static batch needs a numeric batch size, got {batch!r}"
         return "static", number
-    if concurrency or r in ("closed loop", "closed-loop", "concurrency"):
-        c = int(concurrency.group(1)) if concurrency else number
-        if c is None:
-            return "unknown", f"a closed-loop run needs a numeric concurrency, got {batch!r}"
-        return "closed", c
     value = _number(rate)
     spelled = re.fullmatch(r"(?:poisson|rate|qps|rps)?\s*[:=(]?\s*(\d+(?:\.\d+)?)\s*\)?\s*"
                            r"(?:req(?:uests)?\s*/\s*s(?:ec)?|rps|qps|requests per second)?", r)
     if value is None and spelled and re.search(r"poisson|rate|qps|rps|req|per second", r):
         value = float(spelled.group(1))
+    cap = int(concurrency.group(1)) if concurrency else number
+    if value is not None and value > 0 and cap is not None:
+        return "capped", (value, cap)     # --request-rate R --max-concurrency N: a semaphore over the stream
+    if concurrency or r in ("closed loop", "closed-loop", "concurrency"):
+        if cap is None:
+            return "unknown", f"a closed-loop run needs a numeric concurrency, got {batch!r}"
+        return "closed", cap
     if value is not None and value > 0:
-        if number is not None or concurrency:
-            return "unknown", ("a Poisson rate capped by a concurrency (--max-concurrency with "
-                               "--request-rate) is not simulated")
         return "poisson", value
     if r.startswith("inf") or r == "\u221e" or "offline" in r or "all requests" in r or r in ("max", "saturation"):
         if number is not None and "offline" not in r and "all requests" not in r:
@@ -1213,8 +1212,10 @@ class SimulationSpec:
 
     def describe(self) -> str:
         kind, value = self.load
-        load = {"closed": f"{value} client{'s' if value != 1 else ''}", "poisson": f"Poisson {value:g} req/s",
-                "offline": f"{self.n_requests} requests at once"}[kind]
+        load = {"closed": lambda: f"{value} client{'s' if value != 1 else ''}",
+                "poisson": lambda: f"Poisson {value:g} req/s",
+                "capped": lambda: f"Poisson {value[0]:g} req/s, at most {value[1]} in flight",
+                "offline": lambda: f"{self.n_requests} requests at once"}[kind]()
         lengths = {"fixed": lambda w: f"{w[1]}->{w[2]} tok", "uniform": lambda w: f"U{w[1]}->U{w[2]} tok",
                    "dataset": lambda w: w[1] + (" rescaled" if w[2:] != (1.0, 1.0) else "")}[self.workload[0]](
                        self.workload)
@@ -1533,10 +1534,11 @@ def _sim_requests(load, stated, budget="full"):
     kind, value = load
     if kind == "closed":
         n = min(max(caps["closed_per_client"] * value, caps["closed_min"]), caps["closed_max"])
-    elif kind == "poisson":
+    elif kind in ("poisson", "capped"):
+        rate = value if kind == "poisson" else value[0]
         if stated:
             return int(min(stated, caps["poisson_stated_max"]))
-        n = min(max(int(value * caps["poisson_seconds"]), caps["poisson_min"]), caps["poisson_max"])
+        n = min(max(int(rate * caps["poisson_seconds"]), caps["poisson_min"]), caps["poisson_max"])
     else:
         return int(min(stated, caps["offline_max"])) if stated else caps["offline_default"]
     return int(min(n, stated)) if stated else int(n)
@@ -1788,9 +1790,16 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
         assumptions.append(lifted)
         common["model"] = model
     load = ("closed", load_value // dp if load_kind == "closed" else 0) if load_kind == "closed" else (
-        ("poisson", load_value / dp) if load_kind == "poisson" else ("offline", 0))
+        ("poisson", load_value / dp) if load_kind == "poisson" else
+        ("capped", (load_value[0] / dp, load_value[1] // dp)) if load_kind == "capped" else ("offline", 0))
     if load_kind == "closed" and load_value % dp:
         raise _Refused("parallelism", f"{load_value} clients do not split evenly over {dp} replicas")
+    if load_kind == "capped" and (load_value[1] % dp or load_value[1] < dp):
+        raise _Refused("parallelism", f"a concurrency cap of {load_value[1]} does not split evenly over {dp} replicas")
+    if load_kind == "capped":
+        assumptions.append(f"Poisson {load_value[0]:g} req/s with at most {load_value[1]} requests in flight: the "
+                           "benchmark's semaphore sends a request when it is due or when a slot frees, and times it "
+                           "from the send (CappedPoisson)")
     if load_kind == "closed" and load[1] < 1:
         raise _Refused("load", f"{load_value} clients over {dp} replicas")
     if load_kind == "offline" and dp > 1:
@@ -1802,7 +1811,7 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
                                                 f"the queue; the simulation budget '{simulation}' replays {n}")
         assumptions.append(f"simulated with {n} of the {stated_n // dp} requests per replica offered at once "
                            "(the throughput of a shorter run)")
-    if load[0] == "poisson" and stated_n and stated_n // dp > n:
+    if load[0] in ("poisson", "capped") and stated_n and stated_n // dp > n:
         assumptions.append(f"simulated with {n} of the {stated_n // dp} requests per replica (simulation budget "
                            f"'{simulation}'): a shorter run than measured, whose drain and any queue weigh differently")
     workload = lengths
@@ -2265,12 +2274,13 @@ def simulation_result(measurement: Measurement, efficiency=None, *, seed: int = 
 
 def _run_spec(spec: SimulationSpec, e: Efficiency, seed: int):
     from . import simulate as sim
-    from .workloads import ClosedLoop, Poisson, Timestamps
+    from .workloads import CappedPoisson, ClosedLoop, Poisson, Timestamps
 
     server = _server(spec, e)
     workload = _workload(spec, seed)
     kind, value = spec.load
     arrivals = (ClosedLoop(clients=int(value)) if kind == "closed" else Poisson(float(value)) if kind == "poisson"
+                else CappedPoisson(float(value[0]), int(value[1])) if kind == "capped"
                 else Timestamps(np.zeros(len(workload))))
     if spec.policy == "chunked":
         policy = sim.ChunkedPrefill(token_budget=spec.token_budget, max_batch_size=spec.max_seqs,

@@ -59,6 +59,7 @@ __all__ = [
     "chat_workload",
     "Poisson",
     "ClosedLoop",
+    "CappedPoisson",
     "Timestamps",
     "CHAT_PROMPT",
     "CHAT_OUTPUT",
@@ -462,6 +463,40 @@ class Poisson:
             return rng.exponential(1.0 / self.rate, n)
         k = float(self.burstiness)
         return rng.gamma(k, 1.0 / (k * self.rate), n)
+
+
+@dataclass(frozen=True)
+class CappedPoisson:
+    """A Poisson (or gamma) stream of ``rate`` requests per second with at most ``max_concurrency`` in flight.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
+    What ``vllm bench serve --request-rate R --max-concurrency N`` and ``sglang.bench_serving`` with
+    both options send: request k is due at the k-th time of the stream (:class:`Poisson`'s gaps), and
+    a client semaphore of N sends it then, or when one of the N requests in flight finishes, whichever
+    is later. The simulator's arrival time (from which TTFT counts) is the send, as the benchmarks
+    time it: ``request_func`` starts its clock inside the semaphore (``vllm/benchmarks/serve.py``,
+    ``limited_request_func``). With N at least the requests in flight it is :class:`Poisson`; with
+    a rate above what the server sustains it is :class:`ClosedLoop` with N clients.
+
+    Examples
+    --------
+    >>> CappedPoisson(4.0, 16).stream
+    Poisson(rate=4.0, burstiness=1.0)
+    """
+
+    rate: float
+    max_concurrency: int
+    burstiness: float = 1.0
+
+    def __post_init__(self):
+        check_integer("max_concurrency", self.max_concurrency, minimum=1)
+        self.stream      # checks the rate and burstiness
+
+    @property
+    def stream(self) -> "Poisson":
+        """The uncapped stream of due times."""
+        return Poisson(self.rate, burstiness=self.burstiness)
 
 
 @dataclass(frozen=True)

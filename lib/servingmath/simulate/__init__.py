@@ -69,7 +69,7 @@ TTFT P50 10.1 ms, TPOT P50 5.64 ms, 2559 tokens/s
 from __future__ import annotations
 
 from .._validation import check_bool, check_integer
-from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps, Workload
+from ..workloads import CappedPoisson, ClosedLoop, PiecewisePoisson, Poisson, Timestamps, Workload
 from .config import (
     ChunkedPrefill,
     ContinuousBatching,
@@ -114,6 +114,7 @@ __all__ = [
     "Poisson",
     "PiecewisePoisson",
     "ClosedLoop",
+    "CappedPoisson",
     "Timestamps",
     "SimulationResult",
     "Records",

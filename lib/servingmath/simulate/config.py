@@ -12,7 +12,7 @@ from functools import cached_property
 
 from .._validation import check_bool, check_integer, check_nonnegative, check_positive, check_scalar
 from ..deployment import Deployment
-from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps, Workload
+from ..workloads import CappedPoisson, ClosedLoop, PiecewisePoisson, Poisson, Timestamps, Workload
 from .steptimes import LibraryStepTimes, LinearStepTimes
 
 __all__ = [
@@ -622,7 +622,7 @@ class SpeculativeByLoad:
 
 
 POLICIES = (ContinuousBatching, ChunkedPrefill, StaticBatching, Disaggregated)
-ARRIVALS = (Poisson, ClosedLoop, Timestamps, PiecewisePoisson)
+ARRIVALS = (Poisson, ClosedLoop, Timestamps, PiecewisePoisson, CappedPoisson)
 
 
 @dataclass(frozen=True)
@@ -636,7 +636,7 @@ class SimulationConfig:
     server : Server
     workload : Workload
         The requests, in arrival order.
-    arrivals : Poisson, PiecewisePoisson, ClosedLoop or Timestamps
+    arrivals : Poisson, PiecewisePoisson, ClosedLoop, CappedPoisson or Timestamps
     policy : ContinuousBatching, ChunkedPrefill, StaticBatching or Disaggregated
     speculative : Speculative, SpeculativeByLoad or None
     """
@@ -661,8 +661,8 @@ class SimulationConfig:
 
 def check_arrivals(arrivals, workload):
     if not isinstance(arrivals, ARRIVALS):
-        raise ValueError(f"arrivals must be one of Poisson, PiecewisePoisson, ClosedLoop, Timestamps, "
-                         f"got {arrivals!r}")
+        raise ValueError(f"arrivals must be one of Poisson, PiecewisePoisson, ClosedLoop, CappedPoisson, "
+                         f"Timestamps, got {arrivals!r}")
     if isinstance(arrivals, Timestamps) and len(arrivals.times) != len(workload):
         raise ValueError(f"arrivals has {len(arrivals.times)} timestamps but the workload "
                          f"has {len(workload)} requests")

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..memory import kv_transfer_time
 from ..models import get_model
-from ..workloads import ClosedLoop, PiecewisePoisson, Poisson, Timestamps
+from ..workloads import CappedPoisson, ClosedLoop, PiecewisePoisson, Poisson, Timestamps
 from .config import ChunkedPrefill, ContinuousBatching, Disaggregated, SpeculativeByLoad
 from .fleet import (CentralQueue, FleetConfig, LeastLoaded, PrefixAffinity, Random, RateScaling,
                     RoundRobin, ScheduledScaling)
@@ -313,8 +313,21 @@ class Engine:
 
     def _setup_arrivals(self, arrivals):
         n = self.n
-        self.closed = isinstance(arrivals, ClosedLoop)
-        if isinstance(arrivals, Poisson):          # exponential gaps, or gamma ones (burstiness != 1)
+        self.closed = isinstance(arrivals, (ClosedLoop, CappedPoisson))
+        self.due = None                            # a capped stream's due times (CappedPoisson)
+        if isinstance(arrivals, CappedPoisson):
+            # the clients' semaphore: request k is sent at its due time or when a slot frees, whichever is later
+            self._times = np.zeros(0)
+            self.due = np.cumsum(arrivals.stream.gaps(self.rng_arrivals, n))
+            self.think, self.think_exp = 0.0, False
+            self.client = [-1] * n
+            first = min(int(arrivals.max_concurrency), n)
+            for rid in range(first):
+                self.client[rid] = rid
+                heapq.heappush(self.events, (float(self.due[rid]), _ARRIVAL, next(self.counter), rid, 0))
+            self.next_rid = first
+            self.pending_arrivals = first
+        elif isinstance(arrivals, Poisson):          # exponential gaps, or gamma ones (burstiness != 1)
             self._times = np.cumsum(arrivals.gaps(self.rng_arrivals, n))
         elif isinstance(arrivals, PiecewisePoisson):
             self._times = np.asarray(arrivals.arrival_times(self.rng_arrivals, n), dtype=float)
@@ -563,7 +576,8 @@ class Engine:
             think = self.think
             if self.think_exp and think > 0:
                 think = float(self.rng_think.exponential(think))
-            heapq.heappush(self.events, (t + think, _ARRIVAL, next(self.counter), nxt, 0))
+            send = t + think if self.due is None else max(t, float(self.due[nxt]))
+            heapq.heappush(self.events, (send, _ARRIVAL, next(self.counter), nxt, 0))
             self.pending_arrivals += 1
         if self.progress and self.n_done % self._progress_every == 0:
             self._report()

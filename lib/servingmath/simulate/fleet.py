@@ -84,7 +84,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import check_integer, check_nonnegative, check_positive
-from ..workloads import ClosedLoop, Workload
+from ..workloads import CappedPoisson, ClosedLoop, Workload
 from .config import (ChunkedPrefill, ContinuousBatching, Server, Speculative, SpeculativeByLoad,
                      StaticBatching, check_arrivals, check_replica_settings)
 
@@ -319,7 +319,7 @@ class FleetConfig:
             if not isinstance(self.autoscaler, (ScheduledScaling, RateScaling)):
                 raise ValueError(f"autoscaler must be a ScheduledScaling, a RateScaling or None, "
                                  f"got {self.autoscaler!r}")
-            if isinstance(self.autoscaler, RateScaling) and isinstance(self.arrivals, ClosedLoop):
+            if isinstance(self.autoscaler, RateScaling) and isinstance(self.arrivals, (ClosedLoop, CappedPoisson)):
                 raise ValueError("RateScaling measures open-loop arrivals; a ClosedLoop fleet needs "
                                  "ScheduledScaling")
 
