@@ -315,33 +315,29 @@ class Engine:
         n = self.n
         self.closed = isinstance(arrivals, (ClosedLoop, CappedPoisson))
         self.due = None                            # a capped stream's due times (CappedPoisson)
-        if isinstance(arrivals, CappedPoisson):
-            # the clients' semaphore: request k is sent at its due time or when a slot frees, whichever is later
-            self._times = np.zeros(0)
-            self.due = np.cumsum(arrivals.stream.gaps(self.rng_arrivals, n))
-            self.think, self.think_exp = 0.0, False
-            self.client = [-1] * n
-            first = min(int(arrivals.max_concurrency), n)
-            for rid in range(first):
-                self.client[rid] = rid
-                heapq.heappush(self.events, (float(self.due[rid]), _ARRIVAL, next(self.counter), rid, 0))
-            self.next_rid = first
-            self.pending_arrivals = first
-        elif isinstance(arrivals, Poisson):          # exponential gaps, or gamma ones (burstiness != 1)
+        if isinstance(arrivals, Poisson):          # exponential gaps, or gamma ones (burstiness != 1)
             self._times = np.cumsum(arrivals.gaps(self.rng_arrivals, n))
         elif isinstance(arrivals, PiecewisePoisson):
             self._times = np.asarray(arrivals.arrival_times(self.rng_arrivals, n), dtype=float)
         elif isinstance(arrivals, Timestamps):
             self._times = np.asarray(arrivals.times, dtype=float)
         else:
+            # clients: a closed loop's (each sends at 0, then think_time after its request finishes), or a
+            # capped stream's semaphore (request k is sent when due or when a slot frees, whichever is later)
             self._times = np.zeros(0)
-            self.think = float(arrivals.think_time)
-            self.think_exp = arrivals.think_time_distribution == "exponential"
+            if isinstance(arrivals, CappedPoisson):
+                self.due = np.cumsum(arrivals.stream.gaps(self.rng_arrivals, n))
+                self.think, self.think_exp, clients = 0.0, False, int(arrivals.max_concurrency)
+            else:
+                self.think = float(arrivals.think_time)
+                self.think_exp = arrivals.think_time_distribution == "exponential"
+                clients = int(arrivals.clients)
             self.client = [-1] * n
-            first = min(int(arrivals.clients), n)
+            first = min(clients, n)
             for rid in range(first):
                 self.client[rid] = rid
-                heapq.heappush(self.events, (0.0, _ARRIVAL, next(self.counter), rid, 0))
+                start = 0.0 if self.due is None else float(self.due[rid])
+                heapq.heappush(self.events, (start, _ARRIVAL, next(self.counter), rid, 0))
             self.next_rid = first
             self.pending_arrivals = first
         # the open-loop arrival times (an array; the reference loop reads them as a list, open_times)
