@@ -944,7 +944,8 @@ VLLM_V1_DEFAULT_SINCE = (2025, 4)
 
 def source_month(text):
     """(year, month) of a ``source_date`` cell (``"2025-12-03 (commit); read 2026-12-01"``,
-    ``"29 Jan 2025 (blog date); read ..."``), ignoring the date the row was read; None if undated.
+    ``"29 Jan 2025 (blog date); read ..."``), ignoring the date the row was read; a year alone reads
+    as July; None if undated.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
@@ -961,7 +962,7 @@ def source_month(text):
     if named:
         return int(named.group(2)), _MONTHS[named.group(1)]
     year = re.search(r"\b(20\d\d)\b", t)
-    return (int(year.group(1)), 1) if year else None
+    return (int(year.group(1)), 7) if year else None        # the year alone: read as its middle
 
 
 def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=None, tensor_parallel=1,
