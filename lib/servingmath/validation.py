@@ -668,6 +668,12 @@ def parse_dtype(text):
     raise ValueError(f"text: data type {text!r} is not one the library knows ({', '.join(sorted(set(_DTYPE_SPELLINGS)))})")
 
 
+def _tp_unstated(text) -> bool:
+    """Whether a ``tp`` cell leaves the parallelism unstated (blank, "not stated", "n/a"...)."""
+    t = ("" if text is None else str(text)).strip().lower().replace(" ", "")
+    return t in _UNSTATED or t in ("notstated", "unstated")
+
+
 def parallel_layout(tp, n_gpus=""):
     """(tensor_parallel, pipeline_parallel, data_parallel) from a row's ``tp`` and ``n_gpus`` cells.
 
@@ -698,7 +704,7 @@ def parallel_layout(tp, n_gpus=""):
     gpus_text = (n_gpus_text or "").strip()
     gpus = int(gpus_text) if gpus_text.isdigit() else None
     degrees = None
-    if t in _UNSTATED or t in ("notstated", "unstated"):
+    if _tp_unstated(t):
         t = ""
     if "pp" in t:
         parts = re.split(r"[,x\u00d7*;/]", t)
@@ -1675,8 +1681,7 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     except ValueError as exc:
         raise _Refused("parallelism", str(exc)) from None
     assumptions = [f"{raw['hardware']} -> {acc.name}: {acc_note}", f"{raw['model']} -> {model.name}: {model_note}"]
-    tp_text = (raw.get("tp") or "").strip().lower().replace(" ", "")
-    if tp_text in _UNSTATED or tp_text in ("notstated", "unstated"):
+    if _tp_unstated(raw.get("tp")):
         assumptions.append(f"tp not stated -> TP {tp}: one replica over all {tp} GPUs (a single server's "
                            "tensor-parallel group; state tp, e.g. TP1xDP8, where the run used replicas)")
     if dp > 1:
