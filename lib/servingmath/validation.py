@@ -619,11 +619,10 @@ _DTYPE_SPELLINGS = {
     "int4": "int4", "awq": "int4", "gptq": "int4", "w4a16": "int4", "int4 (awq)": "int4",
     "fp4": "nvfp4", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
 }
-_DTYPE_WORDS = {"fp8": "fp8", "e4m3": "fp8", "e5m2": "fp8", "float8": "fp8", "fp8e4m3": "fp8", "fp8e5m2": "fp8",
-                "int4": "int4", "awq": "int4", "gptq": "int4", "w4a16": "int4", "w4a8": "int4", "4bit": "int4",
-                "int8": "int8", "w8a8": "int8", "w8a16": "int8", "8bit": "int8", "smoothquant": "int8",
-                "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
-                "fp32": "fp32", "float32": "fp32", "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4"}
+# the words of the longer spellings: every one-word spelling above, and the words benchmarks add
+_DTYPE_WORDS = {**{k: v for k, v in _DTYPE_SPELLINGS.items() if re.fullmatch(r"[a-z0-9]+", k)},
+                "e5m2": "fp8", "fp8e4m3": "fp8", "fp8e5m2": "fp8", "w4a8": "int4", "4bit": "int4", "8bit": "int8",
+                "smoothquant": "int8"}
 _UNSTATED = {"", "auto", "n/a", "na", "not stated", "default", "unknown", "?", "-", "none"}
 
 #: How a data type the row leaves unstated is chosen: ``"engine-default"`` (what the engine's
