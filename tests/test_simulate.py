@@ -94,10 +94,11 @@ def _cases(model):
 
 @pytest.mark.parametrize("overlap", ["hybrid", "roofline", "additive"])
 @pytest.mark.parametrize("tp", [1, 8])
-@pytest.mark.parametrize("model", [LLAMA, "Mixtral-8x7B", "Mistral-7B"])
+@pytest.mark.parametrize("model", [LLAMA, "Mixtral-8x7B", "Mistral-7B", "gpt-oss-120b"])
 def test_library_step_times_are_the_step_model(model, tp, overlap):
     # the simulator's per-count seconds and its own counting of an iteration against step.step_time
-    # of the same Iteration: dense, MoE (experts touched), sliding window; TP 8 with NCCL's all-reduce
+    # of the same Iteration: dense, MoE (experts touched), sliding window, half the layers windowed and
+    # MXFP4 experts (gpt-oss); TP 8 with NCCL's all-reduce
     # latencies and link efficiency, and a per-step overhead
     options = dict(tensor_parallel=tp, overlap=overlap, step_overhead=150e-6, mfu=0.7, mbu=0.8)
     if tp > 1:

@@ -699,3 +699,41 @@ def test_tensorrt_llm_prefills_whole_contexts_beside_the_generations():
 def test_nim_closed_loop_rows_run_tensorrt_llms_whole_context_batching(open_data):
     rows = [m for m in open_data.measurements if m.sim is not None and "NIM" in m.source]
     assert rows and all(m.sim.chunk_prompts is False and "whole prompts" in m.describe() for m in rows)
+
+
+def test_a_checkpoint_that_quantises_only_its_experts_keeps_the_rest_in_16_bits(tmp_path):
+    # gpt-oss: "mxfp4" names the experts' dtype; attention, router, embeddings and LM head stay bf16
+    rows = [row(model="openai/gpt-oss-120b", dtype_weights="mxfp4", dtype_kv=""),
+            row(model="openai/gpt-oss-120b", dtype_weights="", dtype_kv=""),
+            row(model="openai/gpt-oss-120b", dtype_weights="nvfp4", dtype_kv="fp8"),
+            row(model="openai/gpt-oss-120b", dtype_weights="fp8", dtype_kv="fp8")]
+    data = load_published_measurements(write_csv(tmp_path / "oss.csv", rows))
+    assert not data.unexpressible
+    got = [(m.model.expert_dtype, m.weight_dtype, m.kv_dtype) for m in data.measurements]
+    assert got == [("mxfp4", "bf16", "bf16"), ("mxfp4", "bf16", "bf16"), ("nvfp4", "bf16", "fp8"),
+                   ("mxfp4", "fp8", "fp8")]
+    for m in data.measurements:
+        assert any("quantises only its experts" in a for a in m.assumptions)
+    # the prediction reads 0.53-byte experts: far faster than an all-bf16 reading of the same row
+    dense = dataclasses.replace(get_model("gpt-oss-120b"), expert_dtype=None)
+    (bf16,) = load_published_measurements(write_csv(tmp_path / "bf16.csv", [row(model="oss-bf16")]),
+                                          models={"oss-bf16": dense}).measurements
+    assert bf16.weight_dtype == "bf16" and bf16.model.expert_dtype is None
+    assert predict(data.measurements[0]) < 0.6 * predict(bf16)
+
+
+def test_a_windowed_models_runtime_chosen_batch_counts_the_window_it_keeps(tmp_path):
+    base = dict(model="openai/gpt-oss-120b", dtype_weights="mxfp4", dtype_kv="", batch_size_or_concurrency="max",
+                request_rate="inf (offline)", metric="throughput_tok_s", units="output tok/s", value="5000",
+                prompt_len="2000", output_len="2000", framework="vLLM 0.11")
+    (m,) = load_published_measurements(write_csv(tmp_path / "wall.csv", [row(**base)])).measurements
+    assert m.scenario == "memory_wall"
+    assert any("sliding-window layers keep 128 tokens" in a for a in m.assumptions)
+
+
+def test_the_gpt_oss_file_loads_with_only_its_pipeline_run_refused():
+    data = load_published_measurements(ROOT / "data" / "gpt-oss-measurements.csv")
+    assert len(data.measurements) == 148
+    assert data.reasons() == {"pipeline parallel": 3}
+    assert {m.model.name for m in data.measurements} == {"gpt-oss-120b", "gpt-oss-20b"}
+    assert all(m.model.expert_dtype == "mxfp4" and m.weight_dtype == "bf16" for m in data.measurements)

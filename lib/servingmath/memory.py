@@ -60,7 +60,7 @@ from .datatypes import bytes_per_element, check_dtype
 from .deployment import DEFAULT_GPU_MEMORY_UTILIZATION, Deployment, deployment_function
 from .hardware import get_accelerator
 from .models import (check_context_len, expert_parameter_split, get_model, kv_bytes_per_token,
-                     kv_projection_parameter_count, parameter_count)
+                     kv_projection_parameter_count, parameter_count, weight_bytes, window_of)
 from .sharding import (check_expert_parallel, check_tensor_parallel, kv_head_replicas, kv_heads_per_gpu,
                        tensor_parallel_shares, valid_tensor_parallel_degrees)
 from .units import GB
@@ -75,6 +75,7 @@ __all__ = [
     "kv_head_replicas",
     "kv_bytes_per_token_per_gpu",
     "kv_bytes_per_sequence",
+    "kv_tokens_held",
     "kv_bytes_for_batch",
     "kv_projection_parameter_count",
     "weight_bytes_per_gpu",
@@ -183,7 +184,8 @@ def kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16"):
     """
     model = get_model(model)
     s = check_context_len(model, context_len)
-    return scalar_or_array(s * kv_bytes_per_token(model, check_dtype(kv_dtype, "kv_dtype")))
+    return scalar_or_array(np.asarray(kv_tokens_held(model, s)) * kv_bytes_per_token(model, check_dtype(kv_dtype,
+                                                                                                         "kv_dtype")))
 
 
 def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16", tensor_parallel=1,
@@ -207,7 +209,7 @@ def kv_bytes_for_batch(model, batch_size, context_len, *, kv_dtype: str = "bf16"
     s = check_context_len(model, context_len)
     per_token = np.asarray(kv_bytes_per_token_per_gpu(model, kv_dtype=kv_dtype, tensor_parallel=tensor_parallel,
                                                       kv_sharding=kv_sharding))
-    return scalar_or_array(b * s * per_token)
+    return scalar_or_array(b * np.asarray(kv_tokens_held(model, s)) * per_token)
 
 
 # ---------------------------------------------------------------- weights
@@ -257,15 +259,17 @@ def weight_bytes_per_gpu(model, *, weight_dtype: str = "bf16", tensor_parallel=1
     check_dtype(weight_dtype, "weight_dtype")
     ep = check_expert_parallel(model, expert_parallel, tensor_parallel)
     share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[0])
-    dense_layout = parameter_count(model) * bytes_per_element(weight_dtype) * share
+    b, b_e = bytes_per_element(weight_dtype), bytes_per_element(model.expert_dtype or weight_dtype)
+    shared, per_expert = expert_parameter_split(model)
+    # parameters at the weights' bytes, plus the experts' difference where the checkpoint keeps its own
+    dense_layout = (parameter_count(model) * b + model.n_experts * per_expert * (b_e - b)) * share
     if not np.any(ep > 1):
         return scalar_or_array(dense_layout)
     n = np.asarray(check_tensor_parallel(model, tensor_parallel), dtype=float)
     kv_share = np.asarray(tensor_parallel_shares(model, tensor_parallel)[1])
-    shared, per_expert = expert_parameter_split(model)
     p_kv = kv_projection_parameter_count(model)
-    ep_layout = bytes_per_element(weight_dtype) * ((shared - p_kv) / n + p_kv * kv_share
-                                                   + model.n_experts / np.asarray(ep, dtype=float) * per_expert)
+    ep_layout = (b * ((shared - p_kv) / n + p_kv * kv_share)
+                 + b_e * model.n_experts / np.asarray(ep, dtype=float) * per_expert)
     return scalar_or_array(np.where(ep > 1, ep_layout, dense_layout))
 
 
@@ -445,7 +449,7 @@ def max_batch_size(dep: Deployment, context_len, *, block_size=1):
                                                tensor_parallel=dep.tensor_parallel, kv_sharding=dep.kv_sharding))
     avail = np.maximum(_kv_budget(dep), 0.0)
     blocks = _floor(avail / (bs * kv))
-    blocks_per_sequence = np.ceil(s / bs)
+    blocks_per_sequence = _held_blocks(dep.model, s, bs)   # a sliding window keeps w tokens
     return int_or_array(_floor(blocks / blocks_per_sequence) * np.asarray(dep.data_parallel))
 
 
@@ -559,6 +563,38 @@ def min_tensor_parallel(dep: Deployment, context_len, batch_size=1, *, block_siz
     return degrees[int(np.argmax(found))]
 
 
+def kv_tokens_held(model, context_len):
+    """KV-cache entries a sequence of S tokens holds, in tokens of every layer: (1 - phi) S + phi min(S, w).
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
+    A layer that attends within a sliding window of w tokens needs only the
+    last w of them (:func:`servingmath.models.window_of`: a share phi of the
+    layers); engines with a hybrid KV allocator (vLLM V1's, SGLang's
+    sliding-window pool) free the rest. So a windowed model's sequence costs
+    fewer bytes than S x :func:`servingmath.models.kv_bytes_per_token`, which
+    counts a token in every layer. Without a window this is S.
+
+    >>> kv_tokens_held("Llama-3.1-8B", 8192)
+    8192.0
+    >>> kv_tokens_held("gpt-oss-120b", 8192)   # half the layers keep 128 tokens
+    4160.0
+    """
+    model = get_model(model)
+    return scalar_or_array(_held_blocks(model, check_context_len(model, context_len), 1))
+
+
+def _held_blocks(model, s, block_size):
+    """Cache blocks of ``block_size`` tokens a sequence of s tokens holds, in blocks of every layer:
+    (1 - phi) ceil(s / b) + phi ceil(min(s, w) / b), each kind of layer paged on its own."""
+    s = np.asarray(s, dtype=float)
+    blocks = np.ceil(s / block_size)
+    w, phi = window_of(model)
+    if w is None:
+        return blocks
+    return (1.0 - phi) * blocks + phi * np.ceil(np.minimum(s, w) / block_size)
+
+
 # ---------------------------------------------------------------- the whole footprint, and the chips it needs
 
 def memory_footprint(model, batch_size=0, context_len=0, *, weight_dtype: str = "bf16", kv_dtype: str = "bf16"):
@@ -575,7 +611,8 @@ def memory_footprint(model, batch_size=0, context_len=0, *, weight_dtype: str = 
     Returns
     -------
     dict
-        ``weights`` = P b_w, ``kv_cache`` = B S k_tok, ``total``, in bytes
+        ``weights`` = P b_w, ``kv_cache`` = B S k_tok, ``total``, in bytes (a
+        sliding-window model: S is :func:`kv_tokens_held`)
         (whole model, no replication: what the references call "total memory").
 
     Notes
@@ -595,9 +632,9 @@ def memory_footprint(model, batch_size=0, context_len=0, *, weight_dtype: str = 
     s = check_context_len(model, context_len)
     check_dtype(weight_dtype, "weight_dtype")
     check_dtype(kv_dtype, "kv_dtype")
-    weights = parameter_count(model) * bytes_per_element(weight_dtype)
+    weights = weight_bytes(model, weight_dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        kv = b * s * (kv_bytes_per_token(model, kv_dtype) if np.any(b * s > 0) else 0.0)
+        kv = b * kv_tokens_held(model, s) * (kv_bytes_per_token(model, kv_dtype) if np.any(b * s > 0) else 0.0)
         total = weights + kv
     if not np.all(np.isfinite(total)):
         raise ValueError("batch_size x context_len is too large: the KV cache overflows a float "
@@ -787,8 +824,10 @@ def paged_kv_bytes_per_sequence(model, context_len, *, kv_dtype: str = "bf16",
     1.008
     """
     model = get_model(model)
-    check_context_len(model, context_len)
+    s = check_context_len(model, context_len)
     blocks = np.asarray(paged_kv_blocks(context_len, block_size), dtype=float)
+    if model.sliding_window is not None:   # each kind of layer paged on its own (kv_tokens_held)
+        blocks = _held_blocks(model, s, np.asarray(block_size, dtype=float))
     result = blocks * np.asarray(block_size, dtype=float) * kv_bytes_per_token(model, kv_dtype)
     return scalar_or_array(result)
 

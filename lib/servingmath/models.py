@@ -121,6 +121,18 @@ class ModelConfig:
         Normalisation layers per block (2 for Llama, 1 for GPT-J's parallel block).
     sliding_window : int or None
         Attention window, where the model uses one (Mistral-7B v0.1: 4096).
+    sliding_window_layers : int or None
+        How many of the L layers attend within ``sliding_window``; the others
+        attend to the whole context (gemma-2: every other layer; gemma-3: five
+        of every six; gpt-oss: every other, window 128). None: every layer, as
+        Mistral-7B v0.1. The layers share one head layout, so a step's KV reads
+        and attention pairs are the two kinds' counts weighted by their share
+        of the layers (:func:`window_of`).
+    expert_dtype : str or None
+        The routed experts' own storage dtype, where a checkpoint quantises
+        only them (gpt-oss: ``"mxfp4"`` experts, attention, router, embeddings
+        and LM head in 16 bits). None: every weight in the deployment's
+        ``weight_dtype``.
     source : str
         Where the numbers come from.
     n_shared_experts : int
@@ -181,6 +193,8 @@ class ModelConfig:
     q_lora_rank: int | None = None
     qk_rope_head_dim: int = 0
     v_head_dim: int | None = None
+    sliding_window_layers: int | None = None
+    expert_dtype: str | None = None
 
     def __post_init__(self):
         for name in ["n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim",
@@ -212,6 +226,12 @@ class ModelConfig:
         if (self.n_dense_layers or self.n_shared_experts) and self.n_experts == 1:
             raise ValueError(f"n_dense_layers and n_shared_experts describe a mixture of experts, but model "
                              f"{self.name!r} has n_experts = 1")
+        _check_window(self.sliding_window, self.sliding_window_layers, self.n_layers, self.name)
+        if self.expert_dtype is not None:
+            check_dtype(self.expert_dtype, "expert_dtype")
+            if self.n_experts == 1:
+                raise ValueError(f"expert_dtype ({self.expert_dtype!r}) is the routed experts' dtype, but model "
+                                 f"{self.name!r} has n_experts = 1: give weight_dtype instead")
         if self.kv_lora_rank is None:
             if self.q_lora_rank is not None or self.qk_rope_head_dim or self.v_head_dim is not None:
                 raise ValueError(f"q_lora_rank, qk_rope_head_dim and v_head_dim describe multi-head latent "
@@ -350,6 +370,8 @@ class ModelTotals:
     sliding_window: int | None = None
     name: str = "totals"
     source: str = "user-defined totals"
+    window_share: float = 1.0
+    expert_dtype: str | None = None
 
     def __post_init__(self):
         def number(field, value, positive=False):
@@ -369,6 +391,13 @@ class ModelTotals:
             set_(self, "kv_projection_parameters",
                  number("kv_projection_parameters", self.kv_projection_parameters))
         check_dtype(self.kv_bytes_dtype, "kv_dtype")
+        if self.expert_dtype is not None:
+            check_dtype(self.expert_dtype, "expert_dtype")
+        share = number("window_share", self.window_share)
+        if share > 1.0:
+            raise ValueError(f"window_share must be in [0, 1] (the share of layers that attend within "
+                             f"sliding_window), got {share!r} (model {self.name!r})")
+        set_(self, "window_share", share)
         shapes = dict(self.shapes)
         for key, value in shapes.items():
             if key not in SHAPE_NAMES:
@@ -686,7 +715,8 @@ def as_totals(model, *, name=None) -> ModelTotals:
         attention_parameters=float(attention_parameter_count(model)),
         shapes=tuple(shapes.items()), moe_layers=model.n_moe_layers if model.is_moe else None,
         max_context_len=model.max_context_len, sliding_window=model.sliding_window,
-        name=name or f"{model.name} (totals)", source=model.source)
+        name=name or f"{model.name} (totals)", source=model.source,
+        window_share=window_of(model)[1] if model.sliding_window else 1.0, expert_dtype=model.expert_dtype)
 
 
 #: How :func:`with_kv_heads` treats the weights when the KV heads change.
@@ -770,7 +800,15 @@ def model_from_hf_config(config: dict, name: str | None = None, source: str = "c
     """Build a :class:`ModelConfig` from a Hugging Face config dictionary."""
     if not isinstance(config, dict):
         raise ValueError(f"config must be a dict parsed from config.json, got {type(config).__name__}")
+    if isinstance(config.get("text_config"), dict) and _get(config, "hidden_size", "n_embd", "d_model") is None:
+        # a multimodal checkpoint (gemma-3, Mistral-Small-3.1, Llama-4): the language model is nested
+        outer = {k: config[k] for k in ("quantization_config", "servingmath") if k in config}
+        config = {**config["text_config"], **outer}
     model_type = config.get("model_type", "")
+    if config.get("attention_chunk_size"):
+        raise ValueError(f"config {name or source!r}: attention_chunk_size = {config['attention_chunk_size']} "
+                         "(Llama-4's chunked local attention) is not modelled; only full attention and "
+                         "sliding windows are")
     hidden = _get(config, "hidden_size", "n_embd", "d_model")
     layers = _get(config, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads = _get(config, "num_attention_heads", "n_head", "n_heads")
@@ -794,6 +832,11 @@ def model_from_hf_config(config: dict, name: str | None = None, source: str = "c
     gptj_like = model_type in {"gptj", "gpt2", "gpt_neox"}
     moe = _moe_fields(config, name or source, ffn)
     mla = _mla_fields(config)
+    window, window_layers = _window_fields(config, int(layers), name or source)
+    expert_dtype = meta.get("expert_dtype")
+    quant = config.get("quantization_config") or {}
+    if expert_dtype is None and quant.get("quant_method") == "mxfp4" and moe["n_experts"] > 1:
+        expert_dtype = "mxfp4"   # gpt-oss: the MXFP4 format quantises the experts only
     return ModelConfig(
         name=name or meta.get("name") or config.get("_name_or_path") or "unnamed",
         n_layers=int(layers),
@@ -804,21 +847,57 @@ def model_from_hf_config(config: dict, name: str | None = None, source: str = "c
         ffn_size=int(moe.pop("ffn_size")),
         ffn_gated=gated,
         vocab_size=int(config["vocab_size"]),
-        tied_embeddings=bool(config.get("tie_word_embeddings", not gptj_like and False)),
+        # transformers' defaults where a config leaves it out: gemma ties, Llama-style configs do not
+        tied_embeddings=bool(config.get("tie_word_embeddings", model_type.startswith("gemma"))),
         n_experts=int(moe.pop("n_experts")),
-        n_active_experts=int(_get(config, "num_experts_per_tok", default=1)),
+        n_active_experts=int(_get(config, "num_experts_per_tok", "experts_per_token", default=1)),
         max_context_len=int(_get(config, "max_position_embeddings", "n_positions", "max_seq_len", default=4096)),
         qkv_bias=bool(config.get("attention_bias", model_type in {"qwen2", "qwen2_moe"})),
         ffn_bias=bool(config.get("mlp_bias", gptj_like)),
         norm_bias=gptj_like,
         lm_head_bias=model_type == "gptj",
-        norms_per_layer=1 if model_type == "gptj" else 2,
-        sliding_window=(int(config["sliding_window"]) if config.get("sliding_window")
-                        and config.get("use_sliding_window", True) else None),
+        # gemma-2/3 norm before and after both attention and FFN
+        norms_per_layer=1 if model_type == "gptj" else 4 if model_type in ("gemma2", "gemma3", "gemma3_text") else 2,
+        sliding_window=window,
+        sliding_window_layers=window_layers,
+        expert_dtype=expert_dtype,
         source=meta.get("source", source),
         **moe,
         **mla,
     )
+
+
+def _window_fields(config: dict, n_layers: int, where) -> tuple:
+    """(sliding_window, sliding_window_layers) of a Hugging Face config.
+
+    ``layer_types`` (recent transformers) names each layer's attention; without it,
+    gemma-2 and gpt-oss alternate windowed and full layers starting with a windowed
+    one, gemma-3 has ``sliding_window_pattern`` - 1 windowed layers before each full
+    one, and any other model with a ``sliding_window`` (Mistral-7B v0.1) windows every
+    layer. Qwen2's ``use_sliding_window: false`` means no window. Layer types other than
+    full and sliding attention (linear attention, state-space layers) are refused.
+    """
+    window = config.get("sliding_window")
+    if not window or not config.get("use_sliding_window", True):
+        return None, None
+    window = int(window)
+    types = config.get("layer_types")
+    model_type = config.get("model_type", "")
+    if types:
+        other = sorted({t for t in types if t not in ("sliding_attention", "full_attention")})
+        if other:
+            raise ValueError(f"config {where!r}: layer_types {', '.join(map(repr, other))} are not modelled; "
+                             "only 'full_attention' and 'sliding_attention' layers are")
+        if len(types) != n_layers:
+            raise ValueError(f"config {where!r}: layer_types names {len(types)} layers, num_hidden_layers "
+                             f"is {n_layers}")
+        return window, sum(t == "sliding_attention" for t in types)
+    if model_type in ("gemma2", "gpt_oss"):
+        return window, (n_layers + 1) // 2
+    if model_type in ("gemma3", "gemma3_text"):
+        pattern = int(config.get("sliding_window_pattern", 6))
+        return window, n_layers - n_layers // pattern
+    return window, None
 
 
 def _moe_fields(config: dict, where, ffn) -> dict:
@@ -1081,12 +1160,23 @@ def weight_bytes(model, dtype: str = "bf16") -> float:
 
     Derived in the chapter "Anatomy of a request" (notebooks/01_anatomy_of_a_request.ipynb).
 
+    A model whose checkpoint quantises only its routed experts (``expert_dtype``,
+    gpt-oss) stores them in that dtype and the rest in ``dtype``:
+    P_shared b + E P_e b_e (:func:`expert_parameter_split`).
+
     Examples
     --------
     >>> weight_bytes("Llama-2-7B", "bf16") / 1e9
     13.476831232
+    >>> round(weight_bytes("gpt-oss-120b", "bf16") / 2**30, 1)   # GiB: MXFP4 experts, the rest bf16
+    60.7
     """
-    return parameter_count(model) * bytes_per_element(dtype)
+    model = get_model(model)
+    if model.expert_dtype is None:
+        return parameter_count(model) * bytes_per_element(dtype)
+    shared, per_expert = expert_parameter_split(model)
+    return float(shared * bytes_per_element(dtype)
+                 + model.n_experts * per_expert * bytes_per_element(model.expert_dtype))
 
 
 def kv_bytes_per_token(model, dtype: str = "bf16") -> float:
@@ -1116,6 +1206,46 @@ def kv_bytes_per_token(model, dtype: str = "bf16") -> float:
     if model.is_mla:
         return float(model.n_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * bytes_per_element(dtype))
     return 2.0 * model.n_layers * model.n_kv_heads * model.head_dim * bytes_per_element(dtype)
+
+
+def _check_window(window, layers, n_layers, name):
+    """Check a model's sliding window and how many layers use it (see :class:`ModelConfig`)."""
+    if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer))
+                               or window < 1):
+        raise ValueError(f"sliding_window must be None or an integer >= 1, got {window!r} (model {name!r})")
+    if layers is None:
+        return
+    if window is None:
+        raise ValueError(f"sliding_window_layers ({layers!r}) counts the layers that attend within the "
+                         f"sliding window, but model {name!r} has none: give sliding_window too")
+    if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)) or not 0 <= layers <= n_layers:
+        raise ValueError(f"sliding_window_layers must be an integer in [0, n_layers = {n_layers}], got "
+                         f"{layers!r} (model {name!r})")
+
+
+def window_of(model) -> tuple:
+    """(w, phi): the sliding window and the share of layers that use it; (None, 0.0) without one.
+
+    Derived in the chapter "Memory: weights, the KV cache and the largest batch that fits" (notebooks/03_memory.ipynb).
+
+    A token at context S reads (1 - phi) S + phi min(S, w) keys per layer on
+    average, since every layer has the same heads: the step model's counts
+    of a hybrid model are the full and windowed counts weighted by their
+    shares of the layers.
+
+    >>> window_of("Mistral-7B"), window_of("Llama-3.1-8B")
+    ((4096, 1.0), (None, 0.0))
+    >>> window_of("gpt-oss-120b")    # 18 of its 36 layers attend to the last 128 tokens
+    (128, 0.5)
+    """
+    model = get_model(model)
+    w = model.sliding_window
+    if w is None:
+        return None, 0.0
+    if isinstance(model, ModelTotals):
+        return int(w), float(model.window_share)
+    layers = model.sliding_window_layers
+    return int(w), 1.0 if layers is None else layers / model.n_layers
 
 
 def check_context_len(model, context_len, name: str = "context_len"):

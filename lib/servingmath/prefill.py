@@ -57,7 +57,7 @@ from ._validation import (bisect_increasing, check_bool, check_choice, check_int
                           check_positive, check_scalar, scalar_or_array)
 from .deployment import Deployment, deployment_function
 from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, get_model,
-                     lm_head_parameter_count)
+                     lm_head_parameter_count, window_of)
 from .step import Iteration, combine, iteration_work, time_parts, work_coefficients
 
 __all__ = [
@@ -262,9 +262,16 @@ def critical_prompt_length(model, *, all_logits=False):
     if logits:
         p_body, p_head = p_body + p_head, 0.0
     root = ((p_body - a) + np.sqrt((p_body - a) ** 2 + 4 * a * p_head)) / (2 * a)
-    w = model.sliding_window
+    w, phi = window_of(model)
     if w is None or root <= w:
         return float(root)
+    if phi < 1.0:
+        # a share phi of the layers windowed: 2 a (1 - phi) n (n + 1) + 4 a phi [w (w + 1) / 2 + (n - w) w]
+        # = 2 (p_body n + p_head), a quadratic A n^2 + B n + C = 0 with one positive root
+        qa = a * (1.0 - phi)
+        qb = a * (1.0 - phi) + 2 * a * phi * w - p_body
+        qc = -(a * phi * w * (w - 1) + p_head)
+        return float((-qb + np.sqrt(qb * qb - 4 * qa * qc)) / (2 * qa))
     # beyond the window: attention = 2 a w (w + 1) + 4 a w (n - w), linear = 2 (p_body n + p_head)
     if 2 * a * w <= p_body:
         return float("inf")

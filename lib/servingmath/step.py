@@ -98,7 +98,8 @@ from ._validation import (check_broadcast_shapes, check_choice, check_instance, 
 from .deployment import Deployment
 from .models import (attention_flops_per_pair, body_parameter_count, check_context_len, expert_parameter_split,
                      get_model, has_shape, input_embedding_parameter_count, kv_bytes_per_token,
-                     kv_projection_parameter_count, lm_head_parameter_count, parameter_count, require_shape)
+                     kv_projection_parameter_count, lm_head_parameter_count, parameter_count, require_shape,
+                     window_of)
 from .datatypes import bytes_per_element
 from .sharding import tensor_parallel_shares
 
@@ -188,9 +189,12 @@ class Iteration:
         if z.size and n.size and np.any(z > n):
             raise ValueError(f"logits must be <= new_tokens (positions that emit logits), got "
                              f"logits={np.max(z):g} with new_tokens={np.min(n):g}")
-        w = model.sliding_window
+        w, phi = window_of(model)
         read = c if w is None else np.minimum(c, w - 1)   # the first new token's window holds itself
         pairs = _window_prefix(c + n, w) - _window_prefix(c, w)
+        if w is not None and phi < 1.0:   # hybrid: windowed and full layers, by their shares
+            read = phi * read + (1.0 - phi) * c
+            pairs = phi * pairs + (1.0 - phi) * (_window_prefix(c + n, None) - _window_prefix(c, None))
         return cls(tokens=scalar_or_array(b * n), kv_tokens=scalar_or_array(b * (n + read)),
                    attention_pairs=scalar_or_array(b * pairs), logits=scalar_or_array(b * z))
 
@@ -208,8 +212,8 @@ class Iteration:
         model = get_model(model)
         b = check_integer("sequences", sequences, minimum=0)
         s = check_context_len(model, context_len)
-        w = model.sliding_window
-        keys = s if w is None else np.minimum(s, w)
+        w, phi = window_of(model)
+        keys = s if w is None else phi * np.minimum(s, w) + (1.0 - phi) * s
         return cls(tokens=scalar_or_array(b + 0 * s), kv_tokens=scalar_or_array(b * keys),
                    attention_pairs=scalar_or_array(b * keys), logits=scalar_or_array(b + 0 * s))
 
@@ -351,6 +355,8 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     weight_share, kv_share = (np.asarray(v, dtype=float) for v in
                               tensor_parallel_shares(model, n, kv_sharding=deployment.kv_sharding))
     bw = bytes_per_element(deployment.weight_dtype)
+    # the routed experts' bytes per weight: the checkpoint's own where it quantises only them (gpt-oss)
+    bw_e = bw if model.expert_dtype is None else bytes_per_element(model.expert_dtype)
     vd = input_embedding_parameter_count(model)
     head = lm_head_parameter_count(model)
     # parameters outside the embedding table and the LM head (tied: one V x D matrix serves both)
@@ -374,6 +380,8 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
     kv_bytes = p_kv * bw * kv_replicated       # every GPU reads its K/V projections
     stationary = per_gpu(stationary_params - p_kv) + kv_bytes
     shared_params, expert_params = expert_parameter_split(model)
+    if bw_e != bw:   # every expert held in its own dtype
+        stationary = stationary + model.n_experts * expert_params * (bw_e - bw) / n
     shared = per_gpu(shared_params - embedding_and_head - p_kv) + kv_bytes
     n_layers_allreduce = 2.0 * layers * (n > 1)
     b_ar = deployment.allreduce.bytes_per_element
@@ -391,7 +399,7 @@ def work_coefficients(deployment: Deployment) -> WorkCoefficients:
         lm_head_bytes=scalar_or_array(head * bw / n),
         stationary_weight_bytes=scalar_or_array(stationary),
         shared_weight_bytes=scalar_or_array(shared),
-        expert_bytes=scalar_or_array(expert_params * bw / g),   # E / EP whole experts (EP = 1: 1/N of each)
+        expert_bytes=scalar_or_array(expert_params * bw_e / g),   # E / EP whole experts (EP = 1: 1/N of each)
         n_experts=model.n_experts,
         n_active_experts=model.n_active_experts,
         allreduce_bytes_per_token=scalar_or_array(width * b_ar / dp),

@@ -93,7 +93,7 @@ from ._validation import (check_bool, check_choice, check_instance, check_fracti
 from .decode import decode_step_parts, decode_step_time
 from .deployment import Deployment, deployment_function
 from .hardware import Accelerator, accelerator_catalog, get_accelerator
-from .memory import fits, max_kv_tokens
+from .memory import fits, kv_tokens_held, max_kv_tokens
 from .models import ModelConfig, get_model, list_models, load_model_config, parameter_count
 from .prefill import prefill_step_parts, prefill_time
 from .sharding import nccl_allreduce_time
@@ -1649,6 +1649,29 @@ class _Refused(Exception):
         self.category, self.reason = category, reason
 
 
+#: Weight dtypes that name a checkpoint's 4-bit experts (gpt-oss's MXFP4 quantises only them).
+_EXPERT_DTYPES = ("mxfp4", "nvfp4", "int4")
+
+
+def _expert_dtypes(model, wd, stated, assumptions):
+    """(model, weight dtype of the rest) for a model whose checkpoint quantises only its experts.
+
+    A stated 4-bit dtype names the experts' (the rest stays 16-bit, as gpt-oss's
+    ``modules_to_not_convert`` keeps attention, router, embeddings and LM head);
+    a stated 16-bit or fp8 dtype names the rest, the experts keep the checkpoint's."""
+    if wd in _EXPERT_DTYPES:
+        experts, rest = wd, "bf16"
+        if experts != model.expert_dtype:
+            model = replace(model, expert_dtype=experts)
+    else:
+        experts, rest = model.expert_dtype, wd
+    said = "stated" if stated else "not stated"
+    assumptions.append(f"{model.name} quantises only its experts: routed experts {experts}, attention, router, "
+                       f"embeddings and LM head {rest} (dtype_weights {said}; the checkpoint's "
+                       "quantization_config)")
+    return model, rest
+
+
 def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype_policy, specs,
               simulation="full"):
     metric = (raw.get("metric") or "").strip()
@@ -1711,6 +1734,8 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
             why = {"fp8": "TensorRT-LLM/NIM FP8 and FP4 checkpoints quantise the KV cache to FP8",
                    "bf16": "kv_cache_dtype 'auto' is the model's activation dtype"}.get(kd, "the weights' dtype")
             assumptions.append(f"dtype_kv not stated -> {kd} (dtype policy 'engine-default': {why})")
+    if model.expert_dtype is not None:
+        model, wd = _expert_dtypes(model, wd, w_stated, assumptions)
     if acc.name == "TPU-v5e" and wd == "fp8":
         raise _Refused("data type", "fp8 on a TPU v5e (no fp8 units)")
     cd, cd_note = compute_dtype_for(wd, acc)
@@ -1830,7 +1855,7 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
         tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
                                    gpu_memory_utilization=memory_fraction))
         per_seq = mean_prompt + mean_output
-        wall = max(1, tokens // max(per_seq, 1))
+        wall = max(1, int(tokens // max(float(kv_tokens_held(model, math.ceil(per_seq))), 1.0)))
         if wall < scheduler["max_seqs"]:
             scheduler = dict(scheduler, max_seqs=int(wall), label=scheduler["label"] + (
                 f"; admission holds {wall} sequences: KV cache {tokens:,} tokens / {per_seq} tokens per request "
@@ -1842,6 +1867,9 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
         if _max_total(lengths) > cache:
             raise _Refused("engine", f"requests of up to {_max_total(lengths)} tokens in a {cache}-token slot "
                                      "cache: a rolling-window cache, not modelled")
+    if kv_capacity is None and model.sliding_window is not None:
+        kv_capacity = _windowed_capacity(model, acc, wd, kd, tp, memory_fraction, mean_prompt + mean_output,
+                                         assumptions)
     spec_key = (model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
                 scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n, scheduler["scheduler_steps"],
                 scheduler["chunk_prompts"])
@@ -1937,7 +1965,11 @@ def _memory_wall_row(common, scheduler, lengths, stated_n, assumptions):
     if tokens <= 0:
         raise _Refused("memory", f"{model.name} {wd} does not fit on {tp} x {acc.name}{stages}")
     per_seq = prompt + output if scheduler["reserve"] == "full" else prompt + output / 2
-    wall = int(tokens // per_seq)
+    held = float(kv_tokens_held(model, math.ceil(per_seq)))     # a sliding window keeps only its w tokens
+    wall = int(tokens // held)
+    if held < per_seq:
+        assumptions.append(f"{model.name}'s sliding-window layers keep {model.sliding_window} tokens: a "
+                           f"sequence of {per_seq:g} tokens holds {held:g} tokens' worth of every layer's cache")
     cap = scheduler["max_seqs"] * pp
     batch = min(cap, wall, (stated_n // dp) if stated_n else cap)
     batch -= batch % pp
@@ -1961,6 +1993,24 @@ def _memory_wall_row(common, scheduler, lengths, stated_n, assumptions):
     common = dict(common, model=model)
     return Measurement(batch_size=batch, prompt_len=prompt, output_len=output, scenario="memory_wall",
                        fits=True, assumptions=tuple(assumptions), steps=steps, scheduler=scheduler, **common)
+
+
+def _windowed_capacity(model, acc, wd, kd, tp, memory_fraction, length, assumptions):
+    """The simulator's KV capacity, in tokens, for a sliding-window model whose sequences end near ``length``.
+
+    The simulator counts one cache slot per token; a windowed layer keeps only w tokens
+    (:func:`servingmath.memory.kv_tokens_held`), as hybrid allocators do (vLLM V1, SGLang). The
+    capacity is scaled by length / held(length): exact for requests of that length, an
+    approximation for a spread of lengths (recorded on the row)."""
+    tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
+                               gpu_memory_utilization=memory_fraction))
+    held = float(kv_tokens_held(model, max(math.ceil(length), 1)))
+    capacity = int(tokens * max(length, 1) / held)
+    if capacity > tokens:
+        assumptions.append(f"{model.name}'s sliding-window layers keep {model.sliding_window} tokens: a "
+                           f"{length}-token request holds {held:g} tokens' worth of every layer's cache, so the "
+                           f"{tokens:,}-token cache holds {capacity:,} tokens of such requests")
+    return capacity if capacity > 0 else None
 
 
 def _check_simulable(spec: SimulationSpec):

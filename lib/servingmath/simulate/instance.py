@@ -539,16 +539,20 @@ class _Instance:
     def _window_counts(self):
         """(keys the batch attends to, how many of them grow per step, steps until a sequence's
         context reaches the sliding window) for a windowed model: sum of min(context, w)."""
-        w = self.steps.window
-        keys, grow, room = 0, 0, INF
+        w, phi = self.steps.window, self.steps.window_share
+        keys, grow, room, total = 0, 0, INF, 0
         for rid in self.decoding:
             c = self._context(rid)
+            total += c
             if c < w:
                 keys += c
                 grow += 1
                 room = min(room, w - c)
             else:
                 keys += w
+        if phi < 1.0:   # a hybrid model: the full layers' keys grow with every sequence
+            keys = phi * keys + (1.0 - phi) * total
+            grow = phi * grow + (1.0 - phi) * len(self.decoding)
         return keys, grow, (max(int(room), 1) if room != INF else INF)
 
     def _context(self, rid):

@@ -284,15 +284,15 @@ class Static(_Instance):
         if by_steps:
             self._log_action(t1, 0)
         now, done = t1, 0
-        w = self.steps.window
+        w, phi = self.steps.window, self.steps.window_share
         for target in sorted(by_steps):
             while done < target:
                 K = target - done
                 per = self.S // b                     # every padded sequence has the same context
                 if w is None:
                     s0, grow = self.S, b
-                elif per >= w:
-                    s0, grow = b * w, 0               # keys capped at the window
+                elif per >= w:                        # keys capped at the window (its share of the layers)
+                    s0, grow = phi * b * w + (1.0 - phi) * self.S, (1.0 - phi) * b
                 else:
                     s0, grow = self.S, b
                     K = min(K, w - per)

@@ -55,6 +55,7 @@ import numpy as np
 from .._validation import check_nonnegative, check_positive
 from ..deployment import Deployment
 from ..memory import max_kv_tokens
+from ..models import window_of
 from ..step import Iteration, iteration_work, step_time, work_coefficients
 
 __all__ = ["LibraryStepTimes", "LinearStepTimes"]
@@ -64,23 +65,35 @@ class _Iterations:
     """What both step-time models share: counting an iteration from its sequences."""
 
     window = None
+    #: the share of the layers that attend within ``window`` (the rest attend to everything)
+    window_share = 1.0
 
     def chunk_counts(self, new: int, cached: int):
         """(KV tokens, attention pairs) of a prompt chunk of ``new`` tokens after ``cached`` ones
         (the counts of :meth:`servingmath.step.Iteration.of`)."""
         w = self.window
+        full = new + cached, new * cached + new * (new + 1) * 0.5
         if w is None:
-            return new + cached, new * cached + new * (new + 1) * 0.5
+            return full
 
         def upto(n):  # sum_{i=1}^{n} min(i, w)
             return n * (n + 1) * 0.5 if n <= w else w * (w + 1) * 0.5 + (n - w) * w
 
-        return new + min(cached, w - 1), upto(cached + new) - upto(cached)
+        x, y = new + min(cached, w - 1), upto(cached + new) - upto(cached)
+        phi = self.window_share
+        if phi < 1.0:   # windowed and full layers, by their shares of the layers
+            return phi * x + (1.0 - phi) * full[0], phi * y + (1.0 - phi) * full[1]
+        return x, y
 
     def decode_counts(self, context: int):
-        """(KV tokens, attention pairs) of one decode at context S: min(S, w) each."""
+        """(KV tokens, attention pairs) of one decode at context S: min(S, w) each (a hybrid model:
+        phi min(S, w) + (1 - phi) S)."""
         w = self.window
-        s = context if w is None else min(context, w)
+        if w is None:
+            return context, context
+        s = min(context, w)
+        if self.window_share < 1.0:
+            s = self.window_share * s + (1.0 - self.window_share) * context
         return s, s
 
     def iteration(self, decode_contexts=(), chunks=()):
@@ -129,7 +142,8 @@ class LibraryStepTimes(_Iterations):
         self.overlap = deployment.overlap
         self.overhead = float(deployment.step_overhead)
         self.tensor_parallel = int(deployment.tensor_parallel)
-        self.window = self.model.sliding_window
+        self.window, share = window_of(self.model)
+        self.window_share = share if self.window is not None else 1.0
         coef = work_coefficients(deployment)
         self._coef = coef
         f, w = deployment.flops, deployment.bandwidth
