@@ -345,3 +345,11 @@ def test_a800_is_an_a100_with_a_slower_nvlink():
     a800, a100 = hardware.get_accelerator("A800"), hardware.get_accelerator("A100-SXM4-80GB")
     assert a800.dense_flops == a100.dense_flops and a800.memory_bandwidth == a100.memory_bandwidth
     assert a800.interconnect_bandwidth == 200 * GB and a100.interconnect_bandwidth == 300 * GB
+
+
+def test_tpu_v5p_matches_googles_newer_table():
+    # docs.cloud.google.com/tpu/docs/v5p: 459 TFLOPs bf16 and FP8, 2765 GBps, ICI 1200 GBps bidirectional per chip
+    v5p = hardware.get_accelerator("TPU v5p")
+    assert v5p.peak_flops("bf16") == v5p.peak_flops("fp8") == 459e12
+    assert v5p.memory_bandwidth == 2765e9
+    assert v5p.interconnect_bandwidth == 600 * GB                # one way: half of 1200 (= the older doc's 4800 Gbps)
