@@ -69,7 +69,41 @@ BENCHMARK_SPELLINGS = {
     "Tesla T4": "T4",
     "TPU v4": "TPU-v4",
     "Intel Gaudi 3": "Gaudi3",
+    "NVIDIA A100-PCIE-40GB": "A100-PCIe-40GB",      # nvidia-smi on an A100 PCIe 40 GB
+    "A100 40GB PCIe": "A100-PCIe-40GB",
+    "NVIDIA H200 NVL": "H200-NVL-141GB",            # nvidia-smi on an H200 NVL
+    "H200 NVL": "H200-NVL-141GB",
+    "GB300 NVL72": "GB300",
+    "NVIDIA A40": "A40",
+    "A800-SXM4-80GB": "A800-SXM4-80GB",
+    "NVIDIA L20": "L20",
+    "AMD Instinct MI250X": "MI250X-GCD",            # rocm-smi names each GCD
+    "MI250X GCD": "MI250X-GCD",
+    "AMD Instinct MI210": "MI210",
+    "AMD Instinct MI300A": "MI300A",
+    "Intel Gaudi 2": "Gaudi2",
+    "NVIDIA GeForce RTX 5090": "RTX-5090",
 }
+
+#: spellings that resolved before the 2026-12 rows were added, pinned so the new aliases cannot take them
+PINNED_SPELLINGS = {
+    "A100 40GB": "A100-SXM4-40GB", "A100-40GB": "A100-SXM4-40GB", "A100": "A100-SXM4-80GB",
+    "A100-PCIe": "A100-PCIe-80GB", "NVIDIA A100-PCIE-80GB": "A100-PCIe-80GB",
+    "H200": "H200-SXM-141GB", "NVIDIA H200": "H200-SXM-141GB", "H100 NVL": "H100-NVL-94GB",
+    "RTX PRO 6000": "RTX-PRO-6000-Blackwell-Server", "RTX 6000 Ada": "RTX-6000-Ada", "A6000": "RTX-A6000",
+    "GB200": "GB200", "GB200 NVL72": "GB200", "B300": "B300-SXM-288GB", "Blackwell Ultra B300": "B300-SXM-288GB",
+    "L40": "L40", "L4": "L4", "L40S": "L40S", "4090": "RTX-4090", "RTX 4090": "RTX-4090",
+    "MI300X": "MI300X", "MI325X": "MI325X", "MI355X": "MI355X", "Gaudi3": "Gaudi3", "Gaudi 3": "Gaudi3",
+    "H800": "H800-SXM5-80GB", "H20": "H20-96GB", "TPU v5p": "TPU-v5p", "v5p": "TPU-v5p",
+}
+
+
+@pytest.mark.parametrize("spelling, name", sorted(PINNED_SPELLINGS.items()))
+def test_existing_spellings_still_resolve_to_the_same_part(spelling, name):
+    assert hardware.get_accelerator(spelling).name == name
+    assert hardware.get_accelerator(spelling.lower()).name == name
+    from servingmath.validation import resolve_accelerator
+    assert resolve_accelerator(spelling)[0].name == name
 
 
 @pytest.mark.parametrize("spelling, name", sorted(BENCHMARK_SPELLINGS.items()))
@@ -89,6 +123,19 @@ def test_every_alias_resolves_to_its_own_row():
             seen[alias] = row["name"]
             assert hardware.get_accelerator(alias).name == row["name"]
             assert hardware.get_accelerator(alias.upper()).name == row["name"]   # case-insensitive
+
+
+def test_no_alias_names_two_parts_even_case_blind_and_the_resolver_agrees():
+    from servingmath.validation import resolve_accelerator
+    path = ROOT / "lib" / "servingmath" / "data" / "accelerators.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    owner = {}
+    for row in rows:
+        for spelling in [row["name"]] + [a for a in row["aliases"].split("|") if a]:
+            key = spelling.casefold()
+            assert owner.setdefault(key, row["name"]) == row["name"], (spelling, owner[key], row["name"])
+            assert resolve_accelerator(spelling)[0].name == row["name"], spelling
 
 
 def test_unknown_spelling_still_fails_with_suggestions():
@@ -112,9 +159,10 @@ def test_blackwell_dense_fp8_and_fp4_are_half_the_headline():
 def test_fp4_has_a_peak_only_where_the_sheet_gives_one():
     for acc in hardware.accelerator_catalog().values():
         has_fp4 = "nvfp4" in acc.dense_flops
-        assert has_fp4 == acc.name.startswith(("B200", "GB200", "RTX-PRO-6000-Blackwell", "MI355X", "MI350X")), acc.name
+        assert has_fp4 == acc.name.startswith(("B200", "GB200", "GB300", "RTX-PRO-6000-Blackwell", "MI355X", "MI350X")), acc.name
         if has_fp4:
-            assert acc.dense_flops["nvfp4"] == acc.dense_flops["mxfp4"] == 2 * acc.dense_flops["fp8"]
+            ratio = 3 if acc.name == "GB300" else 2          # Blackwell Ultra: dense FP4 = 3x FP8 (15 vs 5 PFLOPS)
+            assert acc.dense_flops["nvfp4"] == acc.dense_flops["mxfp4"] == ratio * acc.dense_flops["fp8"]
     with pytest.raises(ValueError, match="no tensor-core peak"):
         hardware.get_accelerator("H100").peak_flops("nvfp4")
 
@@ -214,3 +262,94 @@ def test_every_figure_agrees_with_the_collected_evidence():
                 disagreements.append((name, column, cell, ours))
     assert compared > 100
     assert disagreements == []
+
+
+# ---- the 2026-12 rows: each figure as its source writes it ----------------------------------------
+#: name -> (memory as the source writes it, bandwidth as written, {dtype: dense peak as written}, bf16 ridge in FLOP/byte)
+#: a part without a tensor peak in any source read has {} and ridge None (asking for either raises)
+NEW_ROWS = {
+    "A100-PCIe-40GB": (40 * GB, 1555e9, {"bf16": 312e12, "int8": 624e12}, 312 / 1.555),   # "1,555GB/s", 250 W
+    "H200-NVL-141GB": (141 * GB, 4.8 * TB, {}, None),
+    "GB300": (279 * GB, 8 * TB, {"bf16": 2.5e15, "fp8": 5e15, "nvfp4": 15e15}, 312.5),    # verda: "2.5 PFLOPS", "279 GB"
+    "A40": (48 * GB, 696e9, {"bf16": 149.67e12, "int8": 299.34e12}, 149.67 / 0.696),       # "696 GB/s"
+    "A800-SXM4-80GB": (80 * GB, 2.039 * TB, {"bf16": 312e12, "int8": 624e12}, 312 / 2.039),
+    "L20": (48 * GB, 864e9, {}, None),
+    "MI250X-GCD": (128 * GB / 2, 3.2 * TB / 2, {"bf16": 383.0e12 / 2, "int8": 383.0e12 / 2}, 191.5 / 1.6),
+    "MI210": (64 * GB, 1.6 * TB, {"bf16": 181e12, "int8": 181e12}, 181 / 1.6),
+    "MI300A": (128 * GB, 5.3 * TB, {}, None),
+    "Gaudi2": (96 * GB, 2.46 * TB, {"bf16": 432e12, "fp8": 865e12}, 432 / 2.46),
+    "RTX-5090": (32 * GB, 1792e9, {}, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_ROWS))
+def test_new_row_figures_match_their_sources(name):
+    memory, bandwidth, peaks, ridge = NEW_ROWS[name]
+    acc = hardware.get_accelerator(name)
+    assert acc.memory_bytes == pytest.approx(memory, rel=1e-9)
+    assert acc.memory_bandwidth == pytest.approx(bandwidth, rel=1e-9)
+    assert set(acc.dense_flops) - {"mxfp4"} == set(peaks)          # no peak the sources do not give
+    for dtype, value in peaks.items():
+        assert acc.peak_flops(dtype) == pytest.approx(value, rel=1e-3), dtype
+    if ridge is None:
+        with pytest.raises(ValueError, match="no tensor-core peak"):
+            acc.ridge_point("bf16")
+        assert "blank" in acc.notes
+    else:
+        assert acc.ridge_point("bf16") == pytest.approx(ridge, rel=1e-3)
+    assert "read 2026-12-01" in acc.source and acc.verified
+
+
+def test_mi200_peaks_follow_from_rocm_cus_and_clock():
+    # ROCm: CDNA2 matrix FP16/BF16/INT8 = 1024 FLOP/clock/CU at 1.7 GHz; MI250X 110 CUs per GCD, MI210 104 CUs
+    gcd, mi210 = hardware.get_accelerator("MI250X"), hardware.get_accelerator("MI210")
+    assert gcd.name == "MI250X-GCD"
+    assert gcd.peak_flops("bf16") == pytest.approx(1024 * 110 * 1.7e9, rel=1e-3)
+    assert mi210.peak_flops("bf16") == pytest.approx(1024 * 104 * 1.7e9, rel=1e-3)
+    # one module = two GCDs: AMD's per-module 383 TFLOPS, 128 GB and 3.2 TB/s
+    assert 2 * gcd.peak_flops("bf16") == pytest.approx(383.0e12, rel=1e-3)
+    assert (2 * gcd.memory_bytes, 2 * gcd.memory_bandwidth) == (128 * GB, 3.2 * TB)
+    assert "PER GCD" in gcd.notes
+    for dtype in ("fp8", "nvfp4"):
+        with pytest.raises(ValueError):
+            gcd.peak_flops(dtype)                                   # CDNA2 has no fp8
+
+
+def test_mi250x_resolution_says_it_counts_gcds():
+    from servingmath.validation import resolve_accelerator
+    acc, note = resolve_accelerator("8x MI250X")
+    assert acc.name == "MI250X-GCD" and "per GCD" in note
+    assert resolve_accelerator("MI250X GCD")[1].startswith("stated")
+
+
+def test_gb300_per_gpu_figures_are_the_rack_totals_over_72():
+    gb300 = hardware.get_accelerator("GB300 NVL72")
+    assert gb300.peak_flops("fp8") == pytest.approx(360e15 / 72)      # 360 PF FP8 dense per rack
+    assert gb300.peak_flops("nvfp4") == pytest.approx(1080e15 / 72)   # 1080 PF FP4 dense per rack
+    assert gb300.memory_bandwidth == pytest.approx(576e12 / 72)       # 576 TB/s per rack
+    assert gb300.interconnect_bandwidth == pytest.approx(130e12 / 72 / 2, rel=0.01)   # 130 TB/s NVLink, one way
+    assert gb300.tdp == 1400
+    with pytest.raises(ValueError):
+        gb300.peak_flops("int8")                                      # sources disagree: left blank
+
+
+def test_gaudi2_bf16_peak_follows_from_its_mme():
+    # 2 MMEs x 256x256 MACs x 2 FLOP x 1.65 GHz = 432.5 TFLOPS (Intel: 432); fp8 twice that
+    gaudi2 = hardware.get_accelerator("Intel Gaudi 2")
+    assert gaudi2.peak_flops("bf16") == pytest.approx(2 * 256 * 256 * 2 * 1.65e9, rel=2e-3)
+    assert gaudi2.peak_flops("fp8") == pytest.approx(2 * gaudi2.peak_flops("bf16"), rel=2e-3)
+    assert gaudi2.interconnect_bandwidth == pytest.approx(4.8e12 / 8 / 2)   # 4.8 Tb/s bidirectional
+
+
+def test_a800_is_an_a100_with_a_slower_nvlink():
+    a800, a100 = hardware.get_accelerator("A800"), hardware.get_accelerator("A100-SXM4-80GB")
+    assert a800.dense_flops == a100.dense_flops and a800.memory_bandwidth == a100.memory_bandwidth
+    assert a800.interconnect_bandwidth == 200 * GB and a100.interconnect_bandwidth == 300 * GB
+
+
+def test_tpu_v5p_matches_googles_newer_table():
+    # docs.cloud.google.com/tpu/docs/v5p: 459 TFLOPs bf16 and FP8, 2765 GBps, ICI 1200 GBps bidirectional per chip
+    v5p = hardware.get_accelerator("TPU v5p")
+    assert v5p.peak_flops("bf16") == v5p.peak_flops("fp8") == 459e12
+    assert v5p.memory_bandwidth == 2765e9
+    assert v5p.interconnect_bandwidth == 600 * GB                # one way: half of 1200 (= the older doc's 4800 Gbps)

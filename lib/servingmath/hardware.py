@@ -20,6 +20,9 @@ Conventions
   8-GPU board or per 72-GPU rack; the catalog holds dense figures per GPU
   (total / GPUs / 2) and keeps the sparse ones (:attr:`Accelerator.sparse_flops`)
   only as a check.
+* One row is one device as the runtime counts GPUs: a multi-die package that
+  presents as one GPU (MI300X, Gaudi 3, B200) is one row; an MI250X module is two
+  GPUs to ROCm, so its row ``MI250X-GCD`` (and the alias ``"MI250X"``) is one GCD.
 * One source: this CSV is the book's only copy of these facts. The evidence they
   were checked against is the project's collected ``shared/data/hardware-specs.csv``
   (``tests/test_hardware_catalog.py`` compares the two).

@@ -222,6 +222,10 @@ FORM_FACTOR_NOTES = {
     "H800-SXM5-80GB": "form factor not stated; SXM (the H800 PCIe card has the H100 PCIe's lower peaks)",
     "V100-SXM2-32GB": "form factor not stated; SXM2 (the V100 PCIe card runs lower clocks: 112 tensor "
                       "TFLOP/s against 125, the same 900 GB/s)",
+    "A800-SXM4-80GB": "form factor not stated; SXM4 80 GB (A100 SXM4's peaks and 2.039 TB/s, NVLink cut to "
+                      "400 GB/s); the A800 PCIe cards are other parts",
+    "MI250X-GCD": "counted per GCD, as ROCm and a tensor-parallel degree count GPUs: one MI250X module is two "
+                  "GCDs (64 GB, 1.6 TB/s, 191.5 TFLOP/s each), so a count of modules needs doubling",
 }
 
 #: The book's own CSV spellings and the part each denotes, with the assumption; the general
@@ -243,7 +247,7 @@ HARDWARE_MAP = {
     "A10": ("A10", "stated: A10, not A10G"),
 }
 
-_FORM_WORDS = re.compile(r"sxm|pcie|nvl|oam|hgx|dgx|nvlink|gh200|gb200", re.IGNORECASE)
+_FORM_WORDS = re.compile(r"sxm|pcie|nvl|oam|hgx|dgx|nvlink|gh200|gb200|gcd", re.IGNORECASE)
 
 
 @functools.cache
