@@ -428,6 +428,37 @@ SAME_SHAPES = {
     "qwq-32b": ("Qwen2.5-32B", "QwQ-32B is trained from Qwen2.5-32B: its shapes"),
     "llama-3.1-nemotron-70b": ("Llama-3.1-70B", "Llama-3.1-Nemotron-70B-Instruct is NVIDIA's fine-tune of "
                                                 "Llama-3.1-70B-Instruct: its shapes"),
+    # Mistral checkpoints named by date, which the suffix rules do not reduce to the catalog name
+    "mistral-nemo-instruct-2407": ("Mistral-Nemo-12B", "Mistral-Nemo-Instruct-2407 is Mistral-Nemo-Base-2407 "
+                                                       "instruction-tuned: the same config.json shapes (its "
+                                                       "max_position_embeddings, 1024000, is not used)"),
+    "mistral-nemo-base-2407": ("Mistral-Nemo-12B", "Mistral-Nemo-Base-2407 is the catalog's Mistral-Nemo-12B"),
+    "mistral-small-24b-instruct-2501": ("Mistral-Small-24B", "Mistral-Small-24B-Instruct-2501 is the catalog's "
+                                                             "Mistral-Small-24B"),
+    "mistral-small-24b-base-2501": ("Mistral-Small-24B", "Mistral-Small-24B-Base-2501: the same config.json "
+                                                         "shapes as the Instruct checkpoint"),
+    "mistral-small-3.1-24b-instruct-2503": ("Mistral-Small-24B", "Mistral-Small-3.1's text decoder has "
+                                                                 "Mistral-Small-24B's shapes (only its context, "
+                                                                 "128k, and RoPE base differ); its vision encoder "
+                                                                 "is not modelled"),
+    "mistral-large-instruct-2407": ("Mistral-Large-2", "Mistral-Large-Instruct-2407 is the catalog's "
+                                                       "Mistral-Large-2"),
+    "mistral-large-instruct-2411": ("Mistral-Large-2", "Mistral-Large-Instruct-2411 is a later checkpoint of "
+                                                       "Mistral Large 2: config.json identical in every shape"),
+    # Qwen2.5-Coder: the model cards state the same parameters, layers, heads and tying as Qwen2.5
+    "qwen2.5-coder-14b": ("Qwen2.5-14B", "Qwen2.5-Coder-14B is trained from Qwen2.5-14B: its card states the same "
+                                         "14.7B parameters, 48 layers and 40 / 8 heads"),
+    "qwen2.5-coder-3b": ("Qwen2.5-3B", "Qwen2.5-Coder-3B is trained from Qwen2.5-3B: its card states the same "
+                                       "3.09B parameters, 36 layers, 16 / 2 heads and tied embeddings"),
+    "qwen2.5-coder-1.5b": ("Qwen2.5-1.5B", "Qwen2.5-Coder-1.5B is trained from Qwen2.5-1.5B: its card states the "
+                                           "same 1.54B parameters, 28 layers, 12 / 2 heads and tied embeddings"),
+    "qwen2.5-coder-0.5b": ("Qwen2.5-0.5B", "Qwen2.5-Coder-0.5B is trained from Qwen2.5-0.5B: its card states the "
+                                           "same 0.49B parameters, 24 layers, 14 / 2 heads and tied embeddings"),
+    "qwen3-4b-instruct-2507": ("Qwen3-4B", "Qwen3-4B-Instruct-2507 has Qwen3-4B's shapes (its card states the same "
+                                           "4.0B parameters, 36 layers, 32 / 8 heads); only its context (256k) "
+                                           "and RoPE base differ"),
+    "qwen3-4b-thinking-2507": ("Qwen3-4B", "Qwen3-4B-Thinking-2507 has Qwen3-4B's shapes (its card states the same "
+                                           "4.0B parameters, 36 layers, 32 / 8 heads); only its context differs"),
 }
 
 #: The book's own CSV model strings and where they resolve (documentation; the resolver reproduces it).
