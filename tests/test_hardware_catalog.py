@@ -111,10 +111,15 @@ def test_benchmark_spellings_resolve(spelling, name):
     assert hardware.get_accelerator(spelling).name == name
 
 
-def test_every_alias_resolves_to_its_own_row():
+def _catalog_rows():
+    """The catalog CSV's rows, as written."""
     path = ROOT / "lib" / "servingmath" / "data" / "accelerators.csv"
     with path.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+        return list(csv.DictReader(handle))
+
+
+def test_every_alias_resolves_to_its_own_row():
+    rows = _catalog_rows()
     seen = {}
     for row in rows:
         assert hardware.get_accelerator(row["name"]).name == row["name"]
@@ -127,9 +132,7 @@ def test_every_alias_resolves_to_its_own_row():
 
 def test_no_alias_names_two_parts_even_case_blind_and_the_resolver_agrees():
     from servingmath.validation import resolve_accelerator
-    path = ROOT / "lib" / "servingmath" / "data" / "accelerators.csv"
-    with path.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _catalog_rows()
     owner = {}
     for row in rows:
         for spelling in [row["name"]] + [a for a in row["aliases"].split("|") if a]:
