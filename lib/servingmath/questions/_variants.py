@@ -21,6 +21,9 @@ GQA_8B_CLASS = ("Llama-3.1-8B", "Mistral-7B", "Qwen2.5-7B")
 #: The same class without Mistral-7B, whose small vocabulary (32,000) makes its embedding table too small
 #: to tell apart the slip of charging it to every step when the KV cache dominates.
 GQA_8B_LARGE_VOCAB = ("Llama-3.1-8B", "Qwen2.5-7B")
+#: The same class without Mistral-7B, whose 4096-token sliding window caps what a longer sequence
+#: holds (its cache stops growing at the window: chapter 03).
+GQA_8B_FULL_ATTENTION = ("Llama-3.1-8B", "Qwen2.5-7B")
 #: Accelerators with an fp8 peak in the catalog.
 GPUS_FP8 = ("H100-SXM5-80GB", "H200-SXM-141GB", "MI300X", "L40S")
 #: Accelerators with 80 GB or more of memory and a bf16 peak.

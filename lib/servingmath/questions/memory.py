@@ -26,7 +26,7 @@ from ..memory import (
 )
 from ..models import get_model, kv_bytes_per_token, weight_bytes
 from ..units import GB, GiB, MiB
-from ._variants import GQA_8B_CLASS, GQA_8B_LARGE_VOCAB, named
+from ._variants import GQA_8B_FULL_ATTENTION, GQA_8B_LARGE_VOCAB, named
 
 # symbols of the derivation: the book's, plus u (gpu_memory_utilization) and R (reserve bytes)
 _u = sy.u
@@ -111,7 +111,7 @@ QUESTIONS = [
         answer=lambda p: kv_bytes_per_sequence(p["model"], p["context"], kv_dtype="bf16"),
         unit="GiB",
         params={"model": "Qwen2.5-7B", "context": 32768},
-        variants={"model": GQA_8B_CLASS, "context": (8192, 16384, 32768)},
+        variants={"model": GQA_8B_FULL_ATTENTION, "context": (8192, 16384, 32768)},
         mistakes=[
             Mistake("You computed GB (1e9 bytes) but the question asks for GiB (2**30 bytes).",
                     lambda p: kv_bytes_per_sequence(p["model"], p["context"]) * GiB / GB),
@@ -148,8 +148,8 @@ QUESTIONS = [
         unit=None,
         rel_tol=0.005,
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 8192},
-        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB",
-                                                          "MI300X"),
+        variants={"model": GQA_8B_FULL_ATTENTION, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB",
+                                                                   "A100-SXM4-80GB", "MI300X"),
                   "context": (4096, 8192, 16384)},
         derive=named(gpu="accelerator"),
         mistakes=[
@@ -264,7 +264,8 @@ QUESTIONS = [
         answer=lambda p: sum(_step_parts(p)),
         unit="ms",
         params={"model": "Llama-3.1-8B", "accelerator": "H100-SXM5-80GB", "context": 8192},
-        variants={"model": GQA_8B_CLASS, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB"),
+        variants={"model": GQA_8B_FULL_ATTENTION, "accelerator": ("H100-SXM5-80GB", "H200-SXM-141GB",
+                                                                   "A100-SXM4-80GB"),
                   "context": (4096, 8192, 16384)},
         derive=named(gpu="accelerator"),
         mistakes=[
