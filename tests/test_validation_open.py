@@ -731,9 +731,14 @@ def test_a_windowed_models_runtime_chosen_batch_counts_the_window_it_keeps(tmp_p
     assert any("sliding-window layers keep 128 tokens" in a for a in m.assumptions)
 
 
-def test_the_gpt_oss_file_loads_with_only_its_pipeline_run_refused():
-    data = load_published_measurements(ROOT / "data" / "gpt-oss-measurements.csv")
-    assert len(data.measurements) == 148
-    assert data.reasons() == {"pipeline parallel": 3}
-    assert {m.model.name for m in data.measurements} == {"gpt-oss-120b", "gpt-oss-20b"}
-    assert all(m.model.expert_dtype == "mxfp4" and m.weight_dtype == "bf16" for m in data.measurements)
+def test_the_files_beyond_the_proxy_load_with_their_refusals_counted():
+    gpustack = load_published_measurements(ROOT / "data" / "gpustack-measurements.csv")
+    assert len(gpustack.measurements) == 447
+    assert gpustack.reasons() == {"simulator": 8, "pipeline parallel": 3, "memory": 2}
+    oss = [m for m in gpustack.measurements if m.model.name.startswith("gpt-oss")]
+    assert len(oss) == 148
+    assert all(m.model.expert_dtype == "mxfp4" and m.weight_dtype == "bf16" for m in oss)
+    moe = load_published_measurements(ROOT / "data" / "moe-measurements.csv")
+    assert len(moe.measurements) == 371 and not moe.unexpressible
+    assert all(m.model.is_moe for m in moe.measurements)
+    assert resolve_model("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8")[0].name == "Qwen3-235B-A22B"

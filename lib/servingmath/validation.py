@@ -426,6 +426,11 @@ SAME_SHAPES = {
                                                   "Qwen2.5-Math-7B, which has Qwen2.5-7B's shapes (only its "
                                                   "RoPE base differs, which the arithmetic does not use)"),
     "qwq-32b": ("Qwen2.5-32B", "QwQ-32B is trained from Qwen2.5-32B: its shapes"),
+    "qwen3-235b-a22b-instruct-2507": ("Qwen3-235B-A22B", "Qwen3-235B-A22B-Instruct-2507 is the July 2025 update of "
+                                                         "Qwen3-235B-A22B (non-thinking): the same layers, heads "
+                                                         "and experts (its model card); only its context differs"),
+    "qwen3-235b-a22b-thinking-2507": ("Qwen3-235B-A22B", "Qwen3-235B-A22B-Thinking-2507 is the July 2025 thinking "
+                                                         "update of Qwen3-235B-A22B: the same architecture"),
     "llama-3.1-nemotron-70b": ("Llama-3.1-70B", "Llama-3.1-Nemotron-70B-Instruct is NVIDIA's fine-tune of "
                                                 "Llama-3.1-70B-Instruct: its shapes"),
     # Mistral checkpoints named by date, which the suffix rules do not reduce to the catalog name
