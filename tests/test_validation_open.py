@@ -742,3 +742,37 @@ def test_the_files_beyond_the_proxy_load_with_their_refusals_counted():
     assert len(moe.measurements) == 371 and not moe.unexpressible
     assert all(m.model.is_moe for m in moe.measurements)
     assert resolve_model("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8")[0].name == "Qwen3-235B-A22B"
+
+
+def test_expert_parallel_layouts_are_read_and_run_as_the_librarys_expert_parallelism(tmp_path):
+    base = dict(model="deepseek-ai/DeepSeek-R1", hardware="H200", n_gpus="8", framework="SGLang 0.4.6",
+                dtype_weights="fp8", dtype_kv="", batch_size_or_concurrency="runtime-chosen",
+                request_rate="inf (offline)", prompt_len="1000", output_len="1000", metric="throughput_tok_s",
+                value="5000", units="output tok/s", notes="500 requests")
+    rows = [row(**base, tp=t) for t in ("TP8", "DP8xEP8", "TP8,EP8", "TP8,EP4")]
+    rows.append(row(**dict(base, model="Llama-3.1-8B"), tp="TP1,EP8"))
+    data = load_published_measurements(write_csv(tmp_path / "ep.csv", rows))
+    layouts = [(m.tensor_parallel, m.expert_parallel, m.data_parallel, m.n_gpus) for m in data.measurements]
+    assert layouts == [(8, 1, 1, 8), (1, 8, 1, 8), (8, 8, 1, 8), (8, 1, 1, 8)]
+    plain, dp_ep, tp_ep, folded = data.measurements
+    assert any("as under plain TP 8" in a for a in folded.assumptions)
+    assert any("8 data-parallel groups of TP 1" in a for a in dp_ep.assumptions)
+    # the memory wall holds what memory.max_kv_tokens says the expert-parallel instance holds
+    frac = validation.engine_memory_fraction(dp_ep.scheduler, dp_ep.model, dp_ep.accelerator, "fp8", 1,
+                                             expert_parallel=8)
+    tokens = int(memory.max_kv_tokens(dp_ep.model, dp_ep.accelerator, weight_dtype="fp8", kv_dtype="bf16",
+                                      tensor_parallel=1, expert_parallel=8, gpu_memory_utilization=frac))
+    assert any(f"KV cache {tokens:,} tokens" in a for a in dp_ep.assumptions)
+    # eight attention groups each keep their own latent cache: more room than one TP-8 group's copies
+    plain_tokens = int(memory.max_kv_tokens(plain.model, plain.accelerator, weight_dtype="fp8", kv_dtype="bf16",
+                                            tensor_parallel=8, gpu_memory_utilization=validation.engine_memory_fraction(
+                                                plain.scheduler, plain.model, plain.accelerator, "fp8", 8)))
+    assert tokens > 5 * plain_tokens
+    assert predict(dp_ep) != predict(plain) and predict(folded) == predict(plain)
+    (refused,) = data.unexpressible
+    assert refused.category == "parallelism" and "dense" in refused.reason
+    with pytest.raises(ValueError, match="expert_parallel=True"):
+        parallel_layout("TP8,EP8", "8")
+    for text in ("TP8,EP3", "TP2,EP3", "TP4,PP2,EP8"):
+        with pytest.raises(ValueError):
+            parallel_layout(text, "", expert_parallel=True)

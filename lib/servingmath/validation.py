@@ -96,7 +96,7 @@ from .hardware import Accelerator, accelerator_catalog, get_accelerator
 from .memory import fits, kv_tokens_held, max_kv_tokens
 from .models import ModelConfig, get_model, list_models, load_model_config, parameter_count
 from .prefill import prefill_step_parts, prefill_time
-from .sharding import nccl_allreduce_time
+from .sharding import check_expert_parallel, nccl_allreduce_time
 from .settings import REALISTIC
 from .units import GB, GiB
 
@@ -713,7 +713,7 @@ def _tp_unstated(text) -> bool:
     return t in _UNSTATED or t in ("notstated", "unstated")
 
 
-def parallel_layout(tp, n_gpus=""):
+def parallel_layout(tp, n_gpus="", *, expert_parallel=False):
     """(tensor_parallel, pipeline_parallel, data_parallel) from a row's ``tp`` and ``n_gpus`` cells.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
@@ -724,6 +724,17 @@ def parallel_layout(tp, n_gpus=""):
     reads the rest as data parallel. A ``tp`` left unstated (blank, ``"not stated"``, ``"n/a"``...)
     with ``n_gpus`` given reads as one replica over all of them (the loader records that).
 
+    ``expert_parallel=True`` also reads an expert-parallel degree (``"TP8,EP8"``, ``"DP8xEP8"``,
+    ``"tp=2,ep=8"``, ``"EP8"``) and returns (TP, PP, replicas, EP), EP = 1 without one:
+
+    * EP >= TP (a multiple): one instance of EP GPUs, the experts dealt out EP ways and attention
+      run in EP / TP data-parallel groups of TP GPUs (the library's layout,
+      :class:`~servingmath.deployment.Deployment` ``expert_parallel``); a DP degree equal to
+      EP / TP is that attention data parallelism (SGLang's ``--enable-dp-attention``), any other
+      DP counts replicas. ``EP8`` alone is TP 8 with EP 8 (vLLM's ``--enable-expert-parallel``).
+    * EP < TP (TensorRT-LLM's ``--tp 8 --ep 4``): experts split EP ways and each over TP / EP GPUs,
+      so every GPU holds 1/TP of them as under plain TP; read as TP (EP 1).
+
     Raises
     ------
     ValueError
@@ -733,7 +744,16 @@ def parallel_layout(tp, n_gpus=""):
     --------
     >>> parallel_layout("TP1,PP2", "2"), parallel_layout("TP2xPP2", "8"), parallel_layout("TP4xDP2")
     ((1, 2, 1), (2, 2, 2), (4, 1, 2))
+    >>> [parallel_layout(t, "8", expert_parallel=True) for t in ("DP8xEP8", "TP8,EP8", "TP8,EP4", "TP4")]
+    [(1, 1, 1, 8), (8, 1, 1, 8), (8, 1, 1, 1), (4, 1, 2, 1)]
     """
+    if "ep" in str(tp or "").lower():
+        if not expert_parallel:
+            raise ValueError(f"tp {tp!r} names expert parallelism (EP): read it with "
+                             "parallel_layout(..., expert_parallel=True)")
+        return _expert_layout(tp, n_gpus)
+    if expert_parallel:
+        return parallel_layout(tp, n_gpus) + (1,)
     for name, value in (("tp", tp), ("n_gpus", n_gpus)):
         if isinstance(value, bool) or not isinstance(value, (str, int)) and value is not None:
             raise TypeError(f"{name} must be a CSV cell (str or int), got {value!r}")
@@ -776,6 +796,41 @@ def parallel_layout(tp, n_gpus=""):
     if gpus is not None and gpus != tp * pp * dp:
         raise ValueError(f"n_gpus {gpus} is not tp x pp x dp = {tp} x {pp} x {dp}")
     return tp, pp, dp
+
+
+def _expert_layout(tp, n_gpus):
+    """(TP, PP, replicas, EP) of a ``tp`` cell that names an expert-parallel degree (:func:`parallel_layout`)."""
+    t = str(tp).strip().lower().replace(" ", "")
+    parts = re.split(r"[,x\u00d7*;/+]", t)
+    labelled = [re.fullmatch(r"(tp|pp|dp|ep)=?(\d+)|(\d+)(tp|pp|dp|ep)", part) for part in parts]
+    if not all(labelled) or len({(m.group(1) or m.group(4)) for m in labelled}) != len(labelled):
+        raise ValueError(f"tp {tp!r} is not a parallel layout: write TP8,EP8, DP8xEP8 or tp=2,ep=8 "
+                         "(each degree once, labelled)")
+    found = {(m.group(1) or m.group(4)): int(m.group(2) or m.group(3)) for m in labelled}
+    if min(found.values()) < 1:
+        raise ValueError(f"tp {tp!r}: degrees must be >= 1")
+    ep, dp = found["ep"], found.get("dp")
+    if found.get("pp", 1) > 1:
+        raise ValueError(f"tp {tp!r}: pipeline stages with expert parallelism are not modelled")
+    tp_ = found.get("tp", 1 if dp is not None else ep)
+    if ep < tp_:
+        if tp_ % ep:
+            raise ValueError(f"tp {tp!r}: EP {ep} must divide TP {tp_} (experts split EP ways, each over TP / EP)")
+        tp_, ep = tp_, 1                      # every GPU holds 1/TP of the experts either way
+    elif ep % tp_:
+        raise ValueError(f"tp {tp!r}: EP {ep} must be a multiple of TP {tp_} (attention in EP / TP groups)")
+    size = max(tp_, ep)
+    groups = size // tp_
+    replicas = 1 if dp is None or (ep > 1 and dp == groups) else dp
+    gpus_text = "" if n_gpus is None else str(n_gpus).strip()
+    if gpus_text.isdigit():
+        gpus = int(gpus_text)
+        if dp is None and gpus % size == 0:
+            replicas = gpus // size
+        if gpus != size * replicas:
+            raise ValueError(f"n_gpus {gpus} is not the layout's {size * replicas} GPUs ({tp!r}: "
+                             f"{replicas} x {size})")
+    return tp_, 1, replicas, ep
 
 
 def parse_parallelism(tp, n_gpus=""):
@@ -1150,7 +1205,8 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
     return out
 
 
-def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel, *, pipeline_parallel=1):
+def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel, *, pipeline_parallel=1,
+                           expert_parallel=1):
     """The share of each GPU's memory the engine gives weights + KV cache.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
@@ -1176,7 +1232,8 @@ def engine_memory_fraction(scheduler, model, acc, weight_dtype, tensor_parallel,
     from .memory import weight_bytes_per_gpu
 
     pp = check_integer("pipeline_parallel", pipeline_parallel, minimum=1)
-    w = float(weight_bytes_per_gpu(model, weight_dtype=weight_dtype, tensor_parallel=tensor_parallel)) / pp
+    w = float(weight_bytes_per_gpu(model, weight_dtype=weight_dtype, tensor_parallel=tensor_parallel,
+                                   expert_parallel=expert_parallel)) / pp
     return float(min(1.0, (w + 0.9 * max(acc.memory_bytes - w, 0.0)) / acc.memory_bytes))
 
 
@@ -1255,6 +1312,7 @@ class SimulationSpec:
     scheduler_steps: int = 1
     accelerator: Accelerator = field(compare=False, hash=False, repr=False, default=None)
     chunk_prompts: bool = True
+    expert_parallel: int = 1
 
     def describe(self) -> str:
         kind, value = self.load
@@ -1286,9 +1344,10 @@ class Measurement:
         The CSV's ``source_title``: what identifies a source (leave-one-source-out folds).
     model : ModelConfig
     accelerator : Accelerator
-    n_gpus, tensor_parallel, data_parallel, pipeline_parallel : int
-        GPUs in all, the tensor-parallel degree of one replica, replicas, and the pipeline stages of
-        one replica (n_gpus = TP x PP x DP).
+    n_gpus, tensor_parallel, data_parallel, pipeline_parallel, expert_parallel : int
+        GPUs in all, the tensor-parallel degree of one replica, replicas, the pipeline stages of
+        one replica, and its expert-parallel degree (n_gpus = max(TP, EP) x PP x DP; EP > TP runs
+        attention in EP / TP data-parallel groups: :func:`parallel_layout`).
     weight_dtype, kv_dtype, compute_dtype : str
         Matmuls at the fp8 (fp4) peak for fp8 (fp4) weights on a part that has it, else 16-bit.
     batch_size, prompt_len, output_len : int
@@ -1344,11 +1403,12 @@ class Measurement:
     sim: SimulationSpec | None = field(default=None, repr=False)
     chunk_tokens: int = 1
     pipeline_parallel: int = 1
+    expert_parallel: int = 1
 
     @property
     def gpus_per_replica(self) -> int:
-        """TP x PP: the GPUs of one replica (a per-GPU throughput divides by them)."""
-        return self.tensor_parallel * self.pipeline_parallel
+        """max(TP, EP) x PP: the GPUs of one replica (a per-GPU throughput divides by them)."""
+        return max(self.tensor_parallel, self.expert_parallel) * self.pipeline_parallel
 
     @property
     def family(self) -> str:
@@ -1392,7 +1452,8 @@ class Measurement:
         pp = new.pipeline_parallel
         batch = new.batch_size // pp if scenario == "static_run" and pp > 1 else new.batch_size
         steps = _steps(model, acc, scenario, batch, new.prompt_len, new.output_len,
-                       new.weight_dtype, new.kv_dtype, new.compute_dtype, new.tensor_parallel, pp)
+                       new.weight_dtype, new.kv_dtype, new.compute_dtype, new.tensor_parallel, pp,
+                       ep=new.expert_parallel)
         return replace(new, model=model, accelerator=acc, steps=steps)
 
     def describe(self) -> str:
@@ -1481,7 +1542,7 @@ def _check_shape(model: ModelConfig, raw: dict) -> str | None:
     return None
 
 
-def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp, pp=1) -> _Steps:
+def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp, pp=1, *, ep=1) -> _Steps:
     """The forward steps of a workload, each split into its parts at the peaks (mfu = mbu = 1).
 
     ``pp`` > 1: the steps of one of the P micro-batches (``batch`` is its size) of a pipelined
@@ -1502,7 +1563,8 @@ def _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp, pp=1) ->
     from .step import Iteration, iteration_work
 
     keys = ("weight_memory", "linear_compute", "kv_memory", "attention_compute", "communication")
-    dep = Deployment.build(model, acc, weight_dtype=wd, kv_dtype=kd, compute_dtype=cd, tensor_parallel=tp)
+    dep = Deployment.build(model, acc, weight_dtype=wd, kv_dtype=kd, compute_dtype=cd, tensor_parallel=tp,
+                           expert_parallel=ep)
     calls = float(iteration_work(dep, Iteration.decode(model, sequences=1, context_len=1)).allreduces)
     rows = []   # (parts, steps it stands for)
     if scenario in ("prefill", "static_run"):
@@ -1739,16 +1801,29 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     if shape:
         raise _Refused("shape", shape)
     try:
-        tp, pp, dp = parallel_layout(raw.get("tp", ""), raw.get("n_gpus", ""))
+        tp, pp, dp, ep = parallel_layout(raw.get("tp", ""), raw.get("n_gpus", ""), expert_parallel=True)
     except ValueError as exc:
         raise _Refused("parallelism", str(exc)) from None
+    if ep > 1:
+        try:
+            check_expert_parallel(model, ep, tp)
+        except ValueError as exc:
+            raise _Refused("parallelism", f"tp {raw.get('tp')!r}: {exc}") from None
     assumptions = [f"{raw['hardware']} -> {acc.name}: {acc_note}", f"{raw['model']} -> {model.name}: {model_note}"]
     if _tp_unstated(raw.get("tp")):
         assumptions.append(f"tp not stated -> TP {tp}: one replica over all {tp} GPUs (a single server's "
                            "tensor-parallel group; state tp, e.g. TP1xDP8, where the run used replicas)")
+    if ep > 1:
+        assumptions.append(f"EP {ep}: {model.name}'s routed experts dealt out to {ep} GPUs ({model.n_experts // ep} "
+                           f"each), attention in {ep // tp} data-parallel group{'s' if ep > tp else ''} of TP {tp} "
+                           "(the all-to-alls priced as the library's expert parallelism)")
+    elif "ep" in str(raw.get("tp", "")).lower():
+        assumptions.append(f"tp {raw.get('tp')!r}: experts split EP ways and each over TP / EP GPUs, so every GPU "
+                           f"holds 1/{tp} of them as under plain TP {tp}: predicted as TP {tp}")
     if dp > 1:
-        assumptions.append(f"{tp * pp * dp} GPUs = TP {tp} x {f'PP {pp} x ' if pp > 1 else ''}DP {dp}: "
-                           f"{dp} replicas share the load")
+        size = max(tp, ep)
+        assumptions.append(f"{size * pp * dp} GPUs = {f'EP {ep}' if ep > 1 else f'TP {tp}'} x "
+                           f"{f'PP {pp} x ' if pp > 1 else ''}DP {dp}: {dp} replicas share the load")
     # data types
     framework = raw.get("framework", "")
     engine, _version = _engine_of(framework)
@@ -1801,11 +1876,12 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     if chunk > 1:
         assumptions.append(f"the row times streamed chunks of {chunk} tokens: the prediction is {chunk} decode "
                            "steps per gap")
-    n_gpus = tp * pp * dp
+    n_gpus = max(tp, ep) * pp * dp
     basis = _basis(metric, notes, units, n_gpus)
     value_si = value * scale
     common = dict(row=index, source=source, source_title=title, model=model, accelerator=acc, n_gpus=n_gpus,
-                  tensor_parallel=tp, pipeline_parallel=pp, data_parallel=dp, weight_dtype=wd, kv_dtype=kd,
+                  tensor_parallel=tp, pipeline_parallel=pp, data_parallel=dp, expert_parallel=ep,
+                  weight_dtype=wd, kv_dtype=kd,
                   compute_dtype=cd,
                   metric=metric, kind=kind, value=value_si, unit=unit, basis=basis, raw=dict(raw),
                   statistic=statistic, chunk_tokens=chunk)
@@ -1831,8 +1907,8 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
             assumptions.append(lifted)
             common["model"] = model
         fit = fits(model, acc, prompt + output, batch, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
-                   gpu_memory_utilization=1.0, memory_bytes=acc.memory_bytes * GiB / GB)
-        steps = _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp)
+                   expert_parallel=ep, gpu_memory_utilization=1.0, memory_bytes=acc.memory_bytes * GiB / GB)
+        steps = _steps(model, acc, scenario, batch, prompt, output, wd, kd, cd, tp, ep=ep)
         return Measurement(batch_size=batch, prompt_len=prompt, output_len=output, scenario=scenario,
                            fits=bool(fit), assumptions=tuple(assumptions), steps=steps, **common)
     # --- everything else runs through an engine's scheduler
@@ -1889,11 +1965,13 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
         workload = ("dataset", lengths[1]) + (_scales(lengths[1], lengths[3]) if lengths[3] else (1.0, 1.0))
     if lengths[0] == "dataset":
         assumptions.append(f"lengths: {lengths[2]}")
-    memory_fraction = engine_memory_fraction(scheduler, model, acc, wd, tp)
+    memory_fraction = engine_memory_fraction(scheduler, model, acc, wd, tp, expert_parallel=ep)
+    if ep > tp:
+        scheduler = _per_attention_group(scheduler, ep // tp)
     kv_capacity = None
     if scheduler["reserve"] in ("full", "estimate"):
         tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
-                                   gpu_memory_utilization=memory_fraction))
+                                   expert_parallel=ep, gpu_memory_utilization=memory_fraction))
         per_seq = mean_prompt + mean_output
         wall = max(1, int(tokens // max(float(kv_tokens_held(model, math.ceil(per_seq))), 1.0)))
         if wall < scheduler["max_seqs"]:
@@ -1909,16 +1987,16 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
                                      "cache: a rolling-window cache, not modelled")
     if kv_capacity is None and model.sliding_window is not None:
         kv_capacity = _windowed_capacity(model, acc, wd, kd, tp, memory_fraction, mean_prompt + mean_output,
-                                         assumptions)
+                                         assumptions, ep)
     spec_key = (model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
                 scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n, scheduler["scheduler_steps"],
-                scheduler["chunk_prompts"])
+                scheduler["chunk_prompts"], ep)
     spec = specs.get(spec_key)
     if spec is None:
         spec = SimulationSpec(model, acc.name, tp, wd, kd, cd, scheduler["policy"], scheduler["token_budget"],
                               scheduler["max_seqs"], memory_fraction, kv_capacity, workload, load, n,
                               scheduler_steps=scheduler["scheduler_steps"], accelerator=acc,
-                              chunk_prompts=scheduler["chunk_prompts"])
+                              chunk_prompts=scheduler["chunk_prompts"], expert_parallel=ep)
         try:
             _check_simulable(spec)
         except ValueError as exc:
@@ -1998,8 +2076,11 @@ def _memory_wall_row(common, scheduler, lengths, stated_n, assumptions):
     model, lifted = _lift_context(model, prompt + output)
     if lifted:
         assumptions.append(lifted)
-    frac = engine_memory_fraction(scheduler, model, acc, wd, tp, pipeline_parallel=pp)
-    tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
+    ep = common["expert_parallel"]
+    frac = engine_memory_fraction(scheduler, model, acc, wd, tp, pipeline_parallel=pp, expert_parallel=ep)
+    if ep > tp:
+        scheduler = _per_attention_group(scheduler, ep // tp)
+    tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp, expert_parallel=ep,
                                gpu_memory_utilization=frac, pipeline_parallel=pp))
     stages = f" on {pp} pipeline stages" if pp > 1 else ""
     if tokens <= 0:
@@ -2029,20 +2110,28 @@ def _memory_wall_row(common, scheduler, lengths, stated_n, assumptions):
             f"{pp} pipeline stages: a round of steps (one per micro-batch) takes the whole model's step time for "
             f"{batch // pp} sequences, {pp - 1} more step overheads (each stage prepares every micro-batch) and "
             f"{pp} activation sends over {acc.interconnect}")
-    steps = _steps(model, acc, "static_run", batch // pp, prompt, output, wd, kd, cd, tp, pp)
+    steps = _steps(model, acc, "static_run", batch // pp, prompt, output, wd, kd, cd, tp, pp, ep=ep)
     common = dict(common, model=model)
     return Measurement(batch_size=batch, prompt_len=prompt, output_len=output, scenario="memory_wall",
                        fits=True, assumptions=tuple(assumptions), steps=steps, scheduler=scheduler, **common)
 
 
-def _windowed_capacity(model, acc, wd, kd, tp, memory_fraction, length, assumptions):
+def _per_attention_group(scheduler, groups):
+    """The scheduler of an expert-parallel instance whose attention runs in ``groups`` data-parallel groups:
+    each group schedules its own sequences (vLLM's DP engine cores, SGLang's DP-attention workers), so
+    the one simulated scheduler holds ``groups`` times the sequences and tokens of one."""
+    return dict(scheduler, max_seqs=scheduler["max_seqs"] * groups, token_budget=scheduler["token_budget"] * groups,
+                label=scheduler["label"] + f"; x {groups} attention data-parallel groups (each its own scheduler)")
+
+
+def _windowed_capacity(model, acc, wd, kd, tp, memory_fraction, length, assumptions, ep=1):
     """The simulator's KV capacity, in tokens, for a sliding-window model whose sequences end near ``length``.
 
     The simulator counts one cache slot per token; a windowed layer keeps only w tokens
     (:func:`servingmath.memory.kv_tokens_held`), as hybrid allocators do (vLLM V1, SGLang). The
     capacity is scaled by length / held(length): exact for requests of that length, an
     approximation for a spread of lengths (recorded on the row)."""
-    tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp,
+    tokens = int(max_kv_tokens(model, acc, weight_dtype=wd, kv_dtype=kd, tensor_parallel=tp, expert_parallel=ep,
                                gpu_memory_utilization=memory_fraction))
     held = float(kv_tokens_held(model, max(math.ceil(length), 1)))
     capacity = int(tokens * max(length, 1) / held)
@@ -2320,6 +2409,7 @@ def _server(spec: SimulationSpec, e: Efficiency):
     from .simulate import Server
 
     return Server(spec.model, spec.accelerator, tensor_parallel=spec.tensor_parallel,
+                  expert_parallel=spec.expert_parallel,
                   weight_dtype=spec.weight_dtype, kv_dtype=spec.kv_dtype, compute_dtype=spec.compute_dtype,
                   gpu_memory_utilization=spec.memory_fraction, kv_capacity_tokens=spec.kv_capacity,
                   **e.options(n_layers=spec.model.n_layers, tensor_parallel=spec.tensor_parallel))
