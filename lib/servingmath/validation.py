@@ -766,12 +766,7 @@ def parallel_layout(tp, n_gpus="", *, expert_parallel=False):
     if _tp_unstated(t):
         t = ""
     if "pp" in t:
-        parts = re.split(r"[,x\u00d7*;/]", t)
-        labelled = [re.fullmatch(r"(tp|pp|dp)=?(\d+)|(\d+)(tp|pp|dp)", part) for part in parts]
-        if not all(labelled) or len({(m.group(1) or m.group(4)) for m in labelled}) != len(labelled):
-            raise ValueError(f"tp {tp!r} is not a parallel layout: write TP2xPP2, TP1,PP4 or tp=2,pp=2,dp=2 "
-                             "(each degree once, labelled)")
-        found = {(m.group(1) or m.group(4)): int(m.group(2) or m.group(3)) for m in labelled}
+        found = _labelled_degrees(tp, t, "tp|pp|dp", "TP2xPP2, TP1,PP4 or tp=2,pp=2,dp=2")
         degrees = (found.get("tp", 1), found.get("pp", 1), found.get("dp"))
     else:
         m = (re.fullmatch(r"(?:tp)?=?(\d+)", t) or re.fullmatch(r"(?:tp)?=?(\d+)[x\u00d7,*](?:dp)?=?(\d+)", t)
@@ -798,15 +793,19 @@ def parallel_layout(tp, n_gpus="", *, expert_parallel=False):
     return tp, pp, dp
 
 
+def _labelled_degrees(tp, t, labels, example) -> dict:
+    """{label: degree} of a layout whose every degree is labelled (``TP2xPP2``, ``tp=2,ep=8``), each once."""
+    parts = re.split(r"[,x\u00d7*;/+]", t)
+    labelled = [re.fullmatch(rf"({labels})=?(\d+)|(\d+)({labels})", part) for part in parts]
+    if not all(labelled) or len({(m.group(1) or m.group(4)) for m in labelled}) != len(labelled):
+        raise ValueError(f"tp {tp!r} is not a parallel layout: write {example} (each degree once, labelled)")
+    return {(m.group(1) or m.group(4)): int(m.group(2) or m.group(3)) for m in labelled}
+
+
 def _expert_layout(tp, n_gpus):
     """(TP, PP, replicas, EP) of a ``tp`` cell that names an expert-parallel degree (:func:`parallel_layout`)."""
     t = str(tp).strip().lower().replace(" ", "")
-    parts = re.split(r"[,x\u00d7*;/+]", t)
-    labelled = [re.fullmatch(r"(tp|pp|dp|ep)=?(\d+)|(\d+)(tp|pp|dp|ep)", part) for part in parts]
-    if not all(labelled) or len({(m.group(1) or m.group(4)) for m in labelled}) != len(labelled):
-        raise ValueError(f"tp {tp!r} is not a parallel layout: write TP8,EP8, DP8xEP8 or tp=2,ep=8 "
-                         "(each degree once, labelled)")
-    found = {(m.group(1) or m.group(4)): int(m.group(2) or m.group(3)) for m in labelled}
+    found = _labelled_degrees(tp, t, "tp|pp|dp|ep", "TP8,EP8, DP8xEP8 or tp=2,ep=8")
     if min(found.values()) < 1:
         raise ValueError(f"tp {tp!r}: degrees must be >= 1")
     ep, dp = found["ep"], found.get("dp")
