@@ -776,3 +776,16 @@ def test_expert_parallel_layouts_are_read_and_run_as_the_librarys_expert_paralle
     for text in ("TP8,EP3", "TP2,EP3", "TP4,PP2,EP8"):
         with pytest.raises(ValueError):
             parallel_layout(text, "", expert_parallel=True)
+
+
+def test_a_vllm_row_that_names_its_engine_runs_that_engines_scheduler():
+    def policy(framework, **kw):
+        s = engine_scheduler(framework, "H100", "Llama-3.1-8B", **kw)
+        return "V1" if "(V1)" in s["label"] else "V0"
+    assert policy("vLLM (V1 engine)") == "V1"
+    assert policy("vLLM 0.6.6, VLLM_USE_V1=1") == "V1"
+    assert policy("vLLM 0.8.4 with VLLM_USE_V1=0") == "V0"
+    assert policy("vLLM 0.9.1 (V0 engine)") == "V0"
+    # a version is not an engine: v0.6.3 is V0 by its version, v0.10.1 V1 by its version
+    assert policy("vLLM v0.6.3.post1") == "V0" and policy("vLLM v0.10.1") == "V1"
+    assert "the row says the V1 engine ran" in engine_scheduler("vLLM (V1 engine)", "H100", "Llama-3.1-8B")["label"]

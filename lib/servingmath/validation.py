@@ -1034,6 +1034,14 @@ def _engine_of(framework: str) -> tuple[str, tuple | None]:
 _MONTHS = {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
                                            "nov", "dec"))}
 
+def _vllm_engine_stated(framework: str):
+    """True (V1) or False (V0) where a vLLM framework cell names its engine ("V1 engine", "VLLM_USE_V1=0",
+    a bare "V0"), else None. A version such as "v0.6.3" names no engine."""
+    text = framework.lower()
+    match = re.search(r"vllm_use_v1\s*=\s*([01])", text) or re.search(r"(?<![\w.])v([01])(?![\w.])", text)
+    return None if match is None else match.group(1) == "1"
+
+
 #: vLLM 0.8.0 made the V1 engine the default ("We have now enabled V1 engine by default (#13726)", the
 #: v0.8.0 release notes, as quoted in dependabot's bump of 2025-03-19, github.com/microsoft/RecAI/pull/89;
 #: docs.vllm.ai/en/v0.8.0 getting_started/v1_user_guide). A source dated from this month on that leaves
@@ -1127,6 +1135,13 @@ def engine_scheduler(framework, accelerator, model, *, offline=False, batch_cap=
     out = dict(memory_fraction=0.9, reserve="on-demand", engine=engine, scheduler_steps=1, chunk_prompts=True)
     if engine == "vllm":
         v1 = version is not None and version >= (0, 8)
+        stated = _vllm_engine_stated(framework)
+        if stated is not None and stated != v1:
+            inferred = (f"{'.'.join(map(str, version)) + ', ' if version else ''}the row says the "
+                        f"V{int(stated)} engine ran")
+            v1 = stated
+            if v1 and version is None:
+                version = (0, 8)
         if v1:
             large = acc.memory_bytes >= 70 * GiB and "a100" not in acc.name.lower()
             if acc.name.startswith("TPU"):
