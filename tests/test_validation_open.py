@@ -789,3 +789,19 @@ def test_a_vllm_row_that_names_its_engine_runs_that_engines_scheduler():
     # a version is not an engine: v0.6.3 is V0 by its version, v0.10.1 V1 by its version
     assert policy("vLLM v0.6.3.post1") == "V0" and policy("vLLM v0.10.1") == "V1"
     assert "the row says the V1 engine ran" in engine_scheduler("vLLM (V1 engine)", "H100", "Llama-3.1-8B")["label"]
+
+
+def test_other_spellings_of_the_schemas_metrics_are_read_and_say_so(tmp_path):
+    base = dict(batch_size_or_concurrency="concurrency 4", request_rate="", units="")
+    rows = [row(**base, metric="ttft_s", value="0.05"), row(**base, metric="mean_ttft_ms", value="50"),
+            row(**base, metric="p99_itl_ms", value="9"), row(**base, metric="median_tpot_ms", value="8"),
+            row(**dict(base, units="output tok/s"), metric="output_throughput", value="900"),
+            row(**base, metric="goodput", value="3"), row(**base, metric="ttft", value="50")]
+    data = load_published_measurements(write_csv(tmp_path / "spell.csv", rows))
+    got = [(m.metric, m.statistic, round(m.value, 6)) for m in data.measurements]
+    assert got == [("ttft_ms", "mean", 0.05), ("ttft_ms", "mean", 0.05), ("itl_ms", "p99", 0.009),
+                   ("tpot_ms", "p50", 0.008), ("throughput_tok_s", "mean", 900.0)]
+    assert any("metric 'ttft_s' read as ttft_ms (x 1000 to ms)" in a for a in data.measurements[0].assumptions)
+    # the first two are one measurement written two ways: one prediction
+    assert predict(data.measurements[0]) == predict(data.measurements[1])
+    assert [u.category for u in data.unexpressible] == ["metric", "metric"]   # goodput; a time without its unit

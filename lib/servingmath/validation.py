@@ -969,6 +969,51 @@ def _lengths(raw):
                        f"named with its mean lengths in the notes ('mean lengths: 219 in, 292 out')")
 
 
+_TIME_METRICS = {"ttft": "ttft_ms", "time_to_first_token": "ttft_ms", "itl": "itl_ms",
+                 "inter_token_latency": "itl_ms", "tpot": "tpot_ms", "time_per_output_token": "tpot_ms",
+                 "e2e": "e2e_ms", "e2el": "e2e_ms", "e2e_latency": "e2e_ms", "request_latency": "e2e_ms",
+                 "end_to_end_latency": "e2e_ms"}
+_THROUGHPUT_METRICS = {"output_throughput": "throughput_tok_s", "output_token_throughput": "throughput_tok_s",
+                       "output_tok_s": "throughput_tok_s", "tokens_per_s": "throughput_tok_s",
+                       "throughput": "throughput_tok_s", "total_token_throughput": "throughput_total_tok_s",
+                       "total_throughput": "throughput_total_tok_s", "total_tok_s": "throughput_total_tok_s",
+                       "request_throughput": "throughput_req_s", "requests_per_s": "throughput_req_s",
+                       "req_s": "throughput_req_s"}
+
+
+def _metric_spelling(metric: str):
+    """(metric, factor to its unit, statistic or None) for another spelling of a schema metric, else None.
+
+    ``ttft_s``, ``mean_ttft_ms``, ``p99_itl_ms``, ``median_tpot_ms``, ``e2el_ms``, ``request_latency_s``;
+    ``output_throughput``, ``output_tok_s``, ``total_token_throughput``, ``request_throughput``,
+    ``..._per_gpu``. A time needs its unit (``_ms`` or ``_s``) in the name."""
+    m = (metric or "").strip().lower()
+    m = re.sub(r"[\s\-/]+", "_", m)
+    stat = None
+    found = re.match(r"(mean|median|avg|average|p50|p90|p95|p99)_(.+)", m) or re.match(
+        r"(.+?)_(mean|median|avg|average|p50|p90|p95|p99)$", m)
+    if found:
+        word, m = (found.group(1), found.group(2)) if found.re.pattern.startswith("(mean") else (
+            found.group(2), found.group(1))
+        stat = {"avg": "mean", "average": "mean"}.get(word, word)
+    unit = re.search(r"_(ms|s|sec|seconds)$", m)
+    if unit:
+        base = m[:unit.start()]
+        if base in _TIME_METRICS:
+            return _TIME_METRICS[base], 1.0 if unit.group(1) == "ms" else 1e3, stat
+    per_gpu = m.endswith("_per_gpu")
+    base = re.sub(r"_per_gpu$", "", m)
+    base = re.sub(r"_(tok|tokens)_s$", "", base) if base not in _THROUGHPUT_METRICS else base
+    if base in _THROUGHPUT_METRICS and stat is None:
+        name = _THROUGHPUT_METRICS[base]
+        if per_gpu:
+            if name != "throughput_tok_s":
+                return None
+            name = "throughput_tok_s_per_gpu"
+        return name, 1.0, None
+    return None
+
+
 def _statistic(units: str, metric: str) -> tuple[str, str | None]:
     """Which statistic a latency row reports (from its units), and the assumption if it is not stated."""
     u = (units or "").lower()
@@ -1796,11 +1841,23 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     if metric == "mbu":
         raise _Refused("utilisation", "a utilisation derived by the source, not a time or a throughput: "
                                       "nothing to bound (it is compared with the calibrated MBU instead)")
+    spelled = None
     if metric not in METRICS:
-        raise _Refused("metric", f"metric {metric!r} is not one the model computes ({', '.join(METRICS)})")
+        spelled = _metric_spelling(metric)
+        if spelled is None:
+            raise _Refused("metric", f"metric {metric!r} is not one the model computes ({', '.join(METRICS)})")
     value = _number(raw.get("value"))
     if value is None or value <= 0:
         raise _Refused("value", f"value {raw.get('value')!r} is not a positive number")
+    if spelled is not None:   # the row as the schema spells it, its statistic into the units
+        metric, factor, stat = spelled
+        value *= factor
+        units = raw.get("units") or ""
+        if stat and not re.search(r"\bp\d|median|mean|avg|average", units.lower()):
+            units = f"{units} ({stat})".strip()
+        spelled = (f"metric {raw.get('metric')!r} read as {metric}" + (f" (x {factor:g} to ms)" if factor != 1 else "")
+                   + (f", statistic {stat}" if stat else ""))
+        raw = dict(raw, metric=metric, value=str(value), units=units)
     try:
         acc, acc_note = resolve_accelerator(raw.get("hardware", ""), accelerators=accelerators)
     except KeyError as exc:
@@ -1824,6 +1881,8 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
         except ValueError as exc:
             raise _Refused("parallelism", f"tp {raw.get('tp')!r}: {exc}") from None
     assumptions = [f"{raw['hardware']} -> {acc.name}: {acc_note}", f"{raw['model']} -> {model.name}: {model_note}"]
+    if spelled:
+        assumptions.append(spelled)
     if _tp_unstated(raw.get("tp")):
         assumptions.append(f"tp not stated -> TP {tp}: one replica over all {tp} GPUs (a single server's "
                            "tensor-parallel group; state tp, e.g. TP1xDP8, where the run used replicas)")
