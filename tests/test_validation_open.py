@@ -805,3 +805,15 @@ def test_other_spellings_of_the_schemas_metrics_are_read_and_say_so(tmp_path):
     # the first two are one measurement written two ways: one prediction
     assert predict(data.measurements[0]) == predict(data.measurements[1])
     assert [u.category for u in data.unexpressible] == ["metric", "metric"]   # goodput; a time without its unit
+
+
+def test_a_release_the_catalog_holds_apart_is_not_read_as_another():
+    # Mistral-7B v0.1 attends within 4096 tokens; v0.2 and v0.3 do not, and v0.3 has 768 more tokens
+    v1, v2, v3 = (resolve_model(f"mistralai/Mistral-7B-Instruct-v0.{k}")[0] for k in (1, 2, 3))
+    assert (v1.name, v1.sliding_window, v1.vocab_size) == ("Mistral-7B", 4096, 32000)
+    assert (v2.name, v2.sliding_window, v2.vocab_size) == ("Mistral-7B-v0.2", None, 32000)
+    assert (v3.name, v3.sliding_window, v3.vocab_size) == ("Mistral-7B-v0.3", None, 32768)
+    assert resolve_model("Mistral-7B")[0].name == "Mistral-7B"
+    assert resolve_model("mistralai/Mixtral-8x7B-Instruct-v0.1")[0].name == "Mixtral-8x7B"
+    # the same 8k-token sequence: v0.1's cache stops at its window, v0.3's does not
+    assert memory.kv_tokens_held(v1, 8192) == 4096 and memory.kv_tokens_held(v3, 8192) == 8192

@@ -568,7 +568,12 @@ def resolve_model(text, *, config_dir=None, models=None):
     names = list_models()
     if text in names:
         return get_model(text), "catalog", implied
-    catalog = {_flat(_model_key(n)[0]): n for n in names}
+    version = re.search(r"-v(0\.\d)\b", text.lower())
+    if version:   # a release the catalog holds apart (Mistral-7B v0.2 and v0.3 have no sliding window)
+        for name in names:
+            if name.lower().endswith(f"-v{version.group(1)}") and _flat(_model_key(name)[0]) == _flat(key):
+                return get_model(name), f"catalog ('{text}' is {name})", implied
+    catalog = {_flat(_model_key(n)[0]): n for n in names if not re.search(r"-v0\.\d$", n)}
     if _flat(key) in catalog:
         name = catalog[_flat(key)]
         return get_model(name), f"catalog ('{text}' is {name})", implied
