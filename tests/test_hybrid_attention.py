@@ -189,3 +189,15 @@ def test_the_simulator_decodes_a_hybrid_model_as_the_step_model(policy):
     within, beyond = slope[contexts[1:] <= 128], slope[contexts[1:] > 129]
     np.testing.assert_allclose(beyond, 0.5 * within[0], rtol=1e-6)
     assert res.token_times(0)[0] == pytest.approx(prefill_time(OSS, H100, 60), rel=1e-9)
+
+
+@pytest.mark.parametrize("name, total, layers", [("Gemma-2-9B", 9.24e9, 42), ("Gemma-2-27B", 27.2e9, 46)])
+def test_gemma_2_alternates_its_windowed_layers_and_matches_its_published_size(name, total, layers):
+    # Hugging Face's model pages: 9.24B and 27.2B parameters (tied embeddings, Gemma2Config's default)
+    m = get_model(name)
+    assert parameter_count(m) == pytest.approx(total, rel=1e-3)
+    assert m.tied_embeddings and (m.sliding_window, m.sliding_window_layers) == (4096, (layers + 1) // 2)
+    # below the window every layer holds the sequence; past it the windowed half stops at 4096
+    assert memory.kv_tokens_held(m, 4096) == 4096
+    phi = ((layers + 1) // 2) / layers
+    assert memory.kv_tokens_held(m, 8192) == pytest.approx(8192 - phi * 4096)
