@@ -69,6 +69,8 @@ def test_a_multimodal_config_is_read_for_its_language_model():
     ({"layer_types": ["sliding_attention", "linear_attention"] * 3}, "'linear_attention'"),
     ({"layer_types": ["sliding_attention", "full_attention"]}, "names 2 layers"),
     ({"attention_chunk_size": 8192}, "chunked local attention"),
+    ({"global_head_dim": 512}, "their own head size"),
+    ({"num_kv_shared_layers": 20}, "reuse another layer's KV cache"),
 ])
 def test_attention_the_library_does_not_model_is_refused_by_name(extra, words):
     with pytest.raises(ValueError, match=words):

@@ -805,6 +805,13 @@ def model_from_hf_config(config: dict, name: str | None = None, source: str = "c
         outer = {k: config[k] for k in ("quantization_config", "servingmath") if k in config}
         config = {**config["text_config"], **outer}
     model_type = config.get("model_type", "")
+    for key, what in (("global_head_dim", "full-attention layers with their own head size"),
+                      ("num_global_key_value_heads", "full-attention layers with their own KV heads"),
+                      ("num_kv_shared_layers", "layers that reuse another layer's KV cache"),
+                      ("kv_sharing_layer_map", "layers that reuse another layer's KV cache")):
+        if config.get(key):   # gemma-4-style heterogeneous attention: one head layout per model is assumed
+            raise ValueError(f"config {name or source!r}: {key} = {config[key]!r} ({what}) is not modelled; "
+                             "every layer is taken to have the same heads and its own cache")
     if config.get("attention_chunk_size"):
         raise ValueError(f"config {name or source!r}: attention_chunk_size = {config['attention_chunk_size']} "
                          "(Llama-4's chunked local attention) is not modelled; only full attention and "
