@@ -817,3 +817,10 @@ def test_a_release_the_catalog_holds_apart_is_not_read_as_another():
     assert resolve_model("mistralai/Mixtral-8x7B-Instruct-v0.1")[0].name == "Mixtral-8x7B"
     # the same 8k-token sequence: v0.1's cache stops at its window, v0.3's does not
     assert memory.kv_tokens_held(v1, 8192) == 4096 and memory.kv_tokens_held(v3, 8192) == 8192
+
+
+@pytest.mark.parametrize("text, name", [("8x H100 80GB SXM5", "H100-SXM5-80GB"), ("8 x A100 80GB SXM4", "A100-SXM4-80GB"),
+                                        ("H100 94GB NVL", "H100-NVL-94GB"), ("H100 80GB PCIe", "H100-PCIe-80GB")])
+def test_a_memory_size_between_the_part_and_its_form_factor_still_resolves(text, name):
+    acc, note = resolve_accelerator(text)
+    assert acc.name == name and note.startswith("stated")

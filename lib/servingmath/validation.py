@@ -290,6 +290,7 @@ def _hardware_candidates(text: str):
     add(base.replace(" ", "-"))
     bare = re.sub(r"[\s-]*\d+\s*G(?:B|iB)?\b", "", base, flags=re.IGNORECASE)
     add(bare)
+    add(bare.strip().replace(" ", "-"))                              # "H100 80GB SXM5" -> "H100-SXM5"
     add(re.sub(r"-\d+$", "", bare))                                 # a TPU slice: "v5e-8" is 8 chips
     add(re.sub(r"[\s-]*\b(HBM\d?e?|GDDR\d\w?)\b", "", bare, flags=re.IGNORECASE))   # "H100-80GB-HBM3"
     # a cloud instance type: AWS "p5.48xlarge" -> "p5", GCP "a3-highgpu-8g" -> "a3-highgpu" (catalog aliases)
