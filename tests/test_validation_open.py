@@ -824,3 +824,43 @@ def test_a_release_the_catalog_holds_apart_is_not_read_as_another():
 def test_a_memory_size_between_the_part_and_its_form_factor_still_resolves(text, name):
     acc, note = resolve_accelerator(text)
     assert acc.name == name and note.startswith("stated")
+
+
+#: Cell values a file might hold, as (well-formed, malformed): every mix loads as a row or is refused with a reason.
+_CELLS = dict(
+    model=(["Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct-FP8", "openai/gpt-oss-120b", "Qwen/Qwen3-30B-A3B",
+            "deepseek-ai/DeepSeek-R1", "google/gemma-2-9b-it", "mistralai/Mistral-7B-Instruct-v0.3"], ["unknown-13b", ""]),
+    hardware=(["H100", "8x H100 80GB SXM5", "MI300X", "TPU v6e-8", "B200", "A100 40GB PCIe", "L4", "Gaudi3"],
+              ["weird", ""]),
+    n_gpus=(["1", "2", "8", ""], ["x", "0"]),
+    tp=(["1", "TP2", "TP8", "TP4xDP2", "TP1,PP2", "DP8xEP8", "TP8,EP4", "EP8", "", "tp=2,dp=2"], ["TP3", "TPx"]),
+    framework=(["vLLM 0.6.3", "vLLM (V1 engine)", "SGLang 0.4.6", "TensorRT-LLM 1.0", "TGI 2.0", "JetStream", ""], []),
+    dtype_weights=(["bf16", "fp8", "FP8 (E4M3)", "mxfp4", "nvfp4", "", "AWQ"], ["int4 weights, fp8 kv", "fp6"]),
+    dtype_kv=(["", "fp8", "bf16"], ["fp5"]),
+    batch_size_or_concurrency=(["1", "64", "concurrency 32", "runtime-chosen", "max", "c=16", ""], ["-3", "abc"]),
+    request_rate=(["static batch", "inf (offline)", "inf", "4 QPS", "poisson 2.5", ""], ["0", "soon"]),
+    prompt_len=(["128", "2048", "ShareGPT", "OpenOrca"], ["random", "0", "", "100000"]),
+    output_len=(["128", "1", "2048", "ShareGPT"], ["", "0"]),
+    metric=(["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "throughput_tok_s", "throughput_tok_s_per_gpu",
+             "throughput_req_s", "throughput_total_tok_s", "ttft_s"], ["goodput", "mbu", ""]),
+    value=(["1", "12.5", "0.3", "250", "5000", "1e9"], ["nan", "0", "-1", "abc"]),
+    units=(["ms", "ms (p99)", "tok/s", "output tok/s", "req/s", "", "ms (median)"], ["ms (p99.9)"]),
+    notes=(["", "500 requests", "mean lengths: 219 in, 292 out", "per GPU"], []),
+    source_date=(["2025-06", "", "2024"], ["garbage"]),
+)
+
+
+def test_any_mix_of_cells_loads_as_a_row_or_is_refused_with_a_reason_never_an_exception(tmp_path):
+    import random
+    rng = random.Random(17)
+
+    def cell(good, bad):
+        return rng.choice(bad) if bad and rng.random() < 0.1 else rng.choice(good)
+    rows = [dict(source_title="mix", **{k: cell(*v) for k, v in _CELLS.items()}) for _ in range(300)]
+    data = load_published_measurements(write_csv(tmp_path / "mix.csv", rows))
+    assert len(data.measurements) + len(data.unexpressible) == len(rows)
+    assert all(u.category and u.reason for u in data.unexpressible)
+    assert len(data.measurements) >= 15          # many combinations are legitimately refused, not all
+    for m in data.measurements:
+        value = predict(m, BASELINE)
+        assert math.isfinite(value) and value > 0, m.raw

@@ -753,6 +753,9 @@ def parallel_layout(tp, n_gpus="", *, expert_parallel=False):
     >>> [parallel_layout(t, "8", expert_parallel=True) for t in ("DP8xEP8", "TP8,EP8", "TP8,EP4", "TP4")]
     [(1, 1, 1, 8), (8, 1, 1, 8), (8, 1, 1, 1), (4, 1, 2, 1)]
     """
+    gpus_cell = "" if n_gpus is None else str(n_gpus).strip()
+    if gpus_cell.isdigit() and int(gpus_cell) < 1:
+        raise ValueError(f"n_gpus {n_gpus!r} must be a GPU count >= 1 (or blank)")
     if "ep" in str(tp or "").lower():
         if not expert_parallel:
             raise ValueError(f"tp {tp!r} names expert parallelism (EP): read it with "
@@ -943,6 +946,8 @@ def _lengths(raw):
     """('fixed', prompt, output) | ('uniform', (lo, hi), (lo, hi)) | ('dataset', name) | ('unknown', why)."""
     p, o = (raw.get("prompt_len") or "").strip(), (raw.get("output_len") or "").strip()
     if _integer(p) is not None and (_integer(o) is not None or o.lower() in ("n/a", "", "1")):
+        if _integer(p) < 1 or (_integer(o) is not None and _integer(o) < 1):
+            return "unknown", f"request lengths must be >= 1 token (prompt {p!r}, output {o!r})"
         return "fixed", _integer(p), _integer(o) or 1
 
     def uniform(text):
@@ -1949,6 +1954,9 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     lengths = _lengths(raw)
     if lengths[0] == "unknown":
         raise _Refused("lengths", lengths[1])
+    if metric in ("itl_ms", "tpot_ms") and lengths[0] == "fixed" and lengths[2] < 2:
+        raise _Refused("lengths", f"{metric} of {lengths[2]}-token outputs: one output token has no gap between "
+                                  "tokens to time")
     units, notes = raw.get("units", ""), raw.get("notes", "")
     statistic, stat_note = _statistic(units, metric)
     chunk = _chunk_tokens(units)
