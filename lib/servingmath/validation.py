@@ -24,10 +24,15 @@ Reading a row (chapter "Validation")
   (:data:`DTYPE_POLICIES`) recorded on the row; ``dtype_policy="reject"``
   refuses such rows instead.
 * **Parallelism** ``tp`` may read ``4``, ``TP4``, ``4x2`` or ``TP4xDP2``
-  (tensor x data parallel), or name pipeline stages (``TP1,PP4``, ``TP2xPP2``;
-  :func:`parallel_layout`). Pipeline stages are modelled for offline runs of
-  fixed lengths (the memory wall, in P micro-batches); on other rows they are
-  refused with that reason.
+  (tensor x data parallel), name pipeline stages (``TP1,PP4``, ``TP2xPP2``)
+  or expert parallelism (``TP8,EP8``, ``DP8xEP8``, ``EP8``; :func:`parallel_layout`).
+  Pipeline stages are modelled for offline runs of fixed lengths (the memory
+  wall, in P micro-batches); on other rows they are refused with that reason.
+  Expert parallelism runs as the library's layout: experts dealt out EP ways,
+  attention in EP / TP data-parallel groups, each with its own scheduler.
+* **Metrics** are the schema's (:data:`METRICS`); other spellings of them
+  (``ttft_s``, ``mean_ttft_ms``, ``output_throughput``...) are read, converted
+  and recorded on the row.
 * Every refused row is kept with its reason, and :meth:`PublishedData.reasons`
   counts the reasons.
 
