@@ -164,3 +164,16 @@ def test_the_module_runs_as_a_command_in_a_fresh_process(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "vllm_sweep.json (vllm): Llama-3.1-8B on 1 x H100-SXM5-80GB" in result.stdout
     assert (tmp_path / "f.png").is_file()
+
+
+def test_a_checkpoint_that_quantises_only_its_experts_is_validated_as_the_loader_reads_it():
+    # gpt-oss: "--weight-dtype mxfp4" names its experts'; attention, router, embeddings and head stay bf16
+    stated = validate.validate_file(SAMPLES / "vllm_sweep.json", model="openai/gpt-oss-120b", gpu="H100",
+                                    weight_dtype="mxfp4", seeds=(0,))
+    unstated = validate.validate_file(SAMPLES / "vllm_sweep.json", model="openai/gpt-oss-120b", gpu="H100",
+                                      seeds=(0,))
+    for report in (stated, unstated):
+        assert report["weight_dtype"] == "bf16"
+        assert any("quantises only its experts" in n for n in report["notes"])
+    tpot = [lvl["metrics"]["tpot.mean"]["step_model"] for lvl in stated["levels"]]
+    assert tpot == [lvl["metrics"]["tpot.mean"]["step_model"] for lvl in unstated["levels"]]

@@ -538,6 +538,9 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
     mod, mod_note, implied = validation.resolve_model(model)
     wd = validation.parse_dtype(weight_dtype)[0] or implied or "bf16"
     kd = validation.parse_dtype(kv_dtype)[0] if kv_dtype else (wd if wd in ("fp16", "bf16") else "bf16")
+    expert_notes = []
+    if mod.expert_dtype is not None:   # a checkpoint that quantises only its experts (gpt-oss): as the loader reads it
+        mod, wd = validation.expert_dtypes(mod, wd, bool(weight_dtype), expert_notes)
     if setting not in ("realistic", "physical", "calibrated"):
         raise ValueError(f"setting must be 'realistic', 'physical' or 'calibrated', got {setting!r}")
     efficiency = validation.BASELINE if setting == "realistic" else validation.PHYSICAL
@@ -554,7 +557,7 @@ def validate_file(path, *, model, gpu, tp=1, weight_dtype="bf16", kv_dtype=None,
     dep = _deployment(mod, acc, int(tp), wd, kd, efficiency, frac)
     report = {"file": Path(path).name, "tool": levels[0].tool if levels else None, "model": mod.name,
               "accelerator": acc.name, "tensor_parallel": int(tp), "weight_dtype": wd, "kv_dtype": kd,
-              "setting": setting, "scheduler": scheduler, "notes": [acc_note, mod_note], "levels": []}
+              "setting": setting, "scheduler": scheduler, "notes": [acc_note, mod_note] + expert_notes, "levels": []}
     if calibration_note:
         report["calibration"] = calibration_note
     for level in levels:

@@ -138,6 +138,7 @@ __all__ = [
     "source_month",
     "parse_dtype",
     "engine_memory_fraction",
+    "expert_dtypes",
     "with_tensor_peak",
     "compute_dtype_for",
     "static_batch_time",
@@ -1830,12 +1831,22 @@ class _Refused(Exception):
 _EXPERT_DTYPES = ("mxfp4", "nvfp4", "int4")
 
 
-def _expert_dtypes(model, wd, stated, assumptions):
+def expert_dtypes(model, wd, stated, assumptions):
     """(model, weight dtype of the rest) for a model whose checkpoint quantises only its experts.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
 
     A stated 4-bit dtype names the experts' (the rest stays 16-bit, as gpt-oss's
     ``modules_to_not_convert`` keeps attention, router, embeddings and LM head);
-    a stated 16-bit or fp8 dtype names the rest, the experts keep the checkpoint's."""
+    a stated 16-bit or fp8 dtype names the rest, the experts keep the checkpoint's.
+    ``stated``: whether the row stated ``wd`` (else it is the dtype policy's); the
+    assumption is appended to the list ``assumptions``.
+
+    >>> notes = []
+    >>> model, rest = expert_dtypes(get_model("gpt-oss-120b"), "nvfp4", True, notes)
+    >>> model.expert_dtype, rest
+    ('nvfp4', 'bf16')
+    """
     if wd in _EXPERT_DTYPES:
         experts, rest = wd, "bf16"
         if experts != model.expert_dtype:
@@ -1939,7 +1950,7 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
                    "bf16": "kv_cache_dtype 'auto' is the model's activation dtype"}.get(kd, "the weights' dtype")
             assumptions.append(f"dtype_kv not stated -> {kd} (dtype policy 'engine-default': {why})")
     if model.expert_dtype is not None:
-        model, wd = _expert_dtypes(model, wd, w_stated, assumptions)
+        model, wd = expert_dtypes(model, wd, w_stated, assumptions)
     if acc.name == "TPU-v5e" and wd == "fp8":
         raise _Refused("data type", "fp8 on a TPU v5e (no fp8 units)")
     cd, cd_note = compute_dtype_for(wd, acc)
