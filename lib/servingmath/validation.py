@@ -95,6 +95,7 @@ import numpy as np
 
 from ._validation import (check_bool, check_choice, check_instance, check_fraction, check_integer, check_nonnegative, check_seeds,
                           check_positive, scalar_or_array)
+from .datatypes import check_dtype
 from .decode import decode_step_parts, decode_step_time
 from .deployment import Deployment, deployment_function
 from .hardware import Accelerator, accelerator_catalog, get_accelerator
@@ -1847,6 +1848,14 @@ def expert_dtypes(model, wd, stated, assumptions):
     >>> model.expert_dtype, rest
     ('nvfp4', 'bf16')
     """
+    model = get_model(model)
+    check_dtype(wd, "wd")
+    check_bool("stated", stated)
+    if not isinstance(assumptions, list):
+        raise TypeError(f"assumptions must be a list the note is appended to, got {type(assumptions).__name__}")
+    if model.expert_dtype is None:
+        raise ValueError(f"model {model.name!r} has no expert_dtype: its checkpoint does not quantise its experts "
+                         "apart (weight_dtype applies to every weight)")
     if wd in _EXPERT_DTYPES:
         experts, rest = wd, "bf16"
         if experts != model.expert_dtype:
