@@ -427,7 +427,8 @@ def max_batch_size(dep: Deployment, context_len, *, block_size=1):
     W_gpu = P b_w / N and K_gpu = max(1, K / N) (with expert parallelism, times
     the EP / N attention groups, each holding its own sequences). For N <= K this is
     floor((N (u M - R) - P b_w) / (S x 2 L K d_h b_kv)): the pooled memory of
-    the N GPUs, minus all weights, over the whole cache of one sequence.
+    the N GPUs, minus all weights, over the whole cache of one sequence. With a
+    sliding window in some layers, S is what a sequence holds: :func:`kv_tokens_held`.
 
     References
     ----------
