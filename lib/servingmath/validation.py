@@ -1105,6 +1105,19 @@ def _vllm_engine_stated(framework: str):
     return None if match is None else match.group(1) == "1"
 
 
+_SERVED = re.compile(r"vllm serve|bench serve|benchmark_serving|bench_serving|api_server|launch_server|"
+                     r"trtllm-serve|openai|/v1/")
+_OFFLINE = re.compile(r"benchmark_throughput|bench throughput|trtllm-bench|llm class|offline inference")
+
+
+def _served_over_http(framework: str, notes: str) -> bool:
+    """True where a row that sends every request at once names a serving command or endpoint (``vllm
+    serve``, ``vllm bench serve``, ``/v1/completions``) and no offline one (``benchmark_throughput``,
+    ``trtllm-bench``, the ``LLM`` class): its engine ran with its API-server defaults."""
+    text = f"{framework} {notes}".lower()
+    return bool(_SERVED.search(text)) and not _OFFLINE.search(text)
+
+
 #: vLLM 0.8.0 made the V1 engine the default ("We have now enabled V1 engine by default (#13726)", the
 #: v0.8.0 release notes, as quoted in dependabot's bump of 2025-03-19, github.com/microsoft/RecAI/pull/89;
 #: docs.vllm.ai/en/v0.8.0 getting_started/v1_user_guide). A source dated from this month on that leaves
@@ -2025,6 +2038,10 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
                            fits=bool(fit), assumptions=tuple(assumptions), steps=steps, **common)
     # --- everything else runs through an engine's scheduler
     offline = load_kind == "offline"
+    served = offline and _served_over_http(framework, raw.get("notes", ""))
+    if served:
+        assumptions.append("all requests at once, sent to a server (the row names its serving command): "
+                           "the engine's API-server defaults, not its offline ones")
     cap = load_value if offline else None
     if cap is not None and dp > 1:
         if cap % dp:
@@ -2032,7 +2049,8 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
         cap //= dp
         assumptions.append(f"the stated batch {load_value} is {cap} per replica")
     stated_len = re.search(r"max[_-]model[_-]len[\s=]+(\d+)", f"{framework} {raw.get('notes', '')}")
-    scheduler = engine_scheduler(framework, acc, model, offline=offline, batch_cap=cap, tensor_parallel=tp,
+    scheduler = engine_scheduler(framework, acc, model, offline=offline and not served, batch_cap=cap,
+                                 tensor_parallel=tp,
                                  max_model_len=int(stated_len.group(1)) if stated_len else None,
                                  dated=source_month(raw.get("source_date")))
     if scheduler["engine"] == "unknown":
@@ -2835,8 +2853,9 @@ def _from_free(name, x):
     return x * x * 1e-6
 
 
-def _loss_function(names, stacked, index, work, is_time, log_measured, n, base=None):
-    """The calibration loss, mean |ln(predicted / measured)|, as a function of the free variables.
+def _loss_function(names, stacked, index, work, is_time, log_measured, weights, base=None):
+    """The calibration loss, the weighted mean |ln(predicted / measured)| (``weights`` per row, summing
+    to 1), as a function of the free variables.
 
     The same arithmetic as :func:`_step_times`, with the fitted values over ``base`` (the
     fields not fitted: default the realistic setting); the terms that do not depend on a fitted
@@ -2866,9 +2885,9 @@ def _loss_function(names, stacked, index, work, is_time, log_measured, n, base=N
             seconds = seconds + values[position["comm_per_layer"]] * layers
         if "step_overhead" in position:
             seconds = seconds + values[position["step_overhead"]] * count
-        seconds = np.bincount(index, weights=seconds, minlength=n)
+        seconds = np.bincount(index, weights=seconds, minlength=weights.size)
         predicted = np.where(is_time, seconds, work / seconds)
-        return float(np.abs(np.log(predicted) - log_measured).sum()) / n
+        return float((weights * np.abs(np.log(predicted) - log_measured)).sum())
 
     return loss
 
@@ -2877,8 +2896,39 @@ def _trainable(m, basis):
     return (isinstance(m, Measurement) and m.scenario != "simulated" and m.fits and bound_holds(m, basis))
 
 
+#: how :func:`calibrate` weighs its training rows: ``"source"`` (each source's rows share one weight, so
+#: a source counts once however many rows it published) or ``"row"`` (every row alike).
+WEIGHTINGS = ("source", "row")
+
+
+def row_weights(measurements, weighting="source") -> np.ndarray:
+    """The weight of each training row in :func:`calibrate`'s loss, summing to 1.
+
+    Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
+
+    ``"source"``: a row of a source with n rows weighs 1 / (n × number of sources), so every
+    source weighs the same. Rows of one source share its engine, its version and its lab: they
+    are not independent draws, and a calibration meant for a source it has not seen should not
+    be mostly the one that published the most rows. ``"row"``: 1 / (number of rows).
+
+    >>> rows = load_published_measurements().measurements[:3]
+    >>> [round(float(w), 3) for w in row_weights(rows, "row")]
+    [0.333, 0.333, 0.333]
+    """
+    check_choice("weighting", weighting, WEIGHTINGS)
+    rows = _measurement_rows(measurements)
+    if not rows:
+        raise ValueError("measurements must hold at least one Measurement row")
+    if weighting == "row":
+        return np.full(len(rows), 1 / len(rows))
+    counts = defaultdict(int)
+    for m in rows:
+        counts[m.source_title] += 1
+    return np.array([1 / (counts[m.source_title] * len(counts)) for m in rows])
+
+
 def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_layer", "step_overhead"), *,
-              base=None, pooled=False):
+              base=None, pooled=False, weighting="source"):
     """Fit a few efficiencies per accelerator family to measured rows.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
@@ -2905,6 +2955,10 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
     pooled : bool
         Fit every row together, as one family named :data:`POOLED`: the fallback
         :func:`leave_one_source_out` uses for a family without training rows of its own.
+    weighting : {"source", "row"}
+        How the rows of a family weigh in its loss (:func:`row_weights`): ``"source"`` (default)
+        gives every source the same weight, ``"row"`` every row. Leaving one source out
+        (chapter 14), weighing sources alike predicts the unseen source better.
 
     Returns
     -------
@@ -2914,7 +2968,7 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
 
     Notes
     -----
-    Minimises the mean absolute log error, mean |ln(predicted / measured)|, which treats 10 %
+    Minimises the weighted mean absolute log error, mean |ln(predicted / measured)|, which treats 10 %
     too high and 10 % too low alike and is robust to a few odd rows, by a deterministic
     Nelder-Mead search (MBU and MFU kept in (0, 1), latencies >= 0, by a change of variables).
 
@@ -2937,6 +2991,7 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
     if not usable:
         raise ValueError("calibrate needs at least one step-model Measurement that fits and respects its bound")
     pooled = check_bool("pooled", pooled)
+    check_choice("weighting", weighting, WEIGHTINGS)
     families = defaultdict(list)
     for m in usable:
         families[POOLED if pooled else m.family].append(m)
@@ -2946,7 +3001,8 @@ def calibrate(measurements, basis="total", parameters=("mbu", "mfu", "comm_per_l
         names = [p for p in parameters
                  if p != "comm_per_layer" or any(m.tensor_parallel > 1 for m in rows)]
         stacked, index, work, is_time, measured = _stack(rows, basis)
-        loss = _loss_function(names, stacked, index, work, is_time, np.log(measured), len(rows), base)
+        loss = _loss_function(names, stacked, index, work, is_time, np.log(measured),
+                              row_weights(rows, weighting), base)
         x = [_to_free(k, PARAMETERS[k]) for k in names]
         x, best = _nelder_mead(loss, x)
         x2, again = _nelder_mead(loss, x)      # restart from the best point: Nelder-Mead can stall on a face
@@ -2983,7 +3039,7 @@ def family_efficiency(family: str, fitted: dict, fallback: Efficiency = BASELINE
 
 
 @functools.lru_cache(maxsize=4)
-def book_calibration(basis: str = "per_gpu") -> tuple:
+def book_calibration(basis: str = "per_gpu", *, weighting: str = "source") -> tuple:
     """The calibration chapter 14 fits: every family on the trainable rows of the book's two data files.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
@@ -2991,7 +3047,8 @@ def book_calibration(basis: str = "per_gpu") -> tuple:
     Returns ``(fitted, pooled, rows)``: ``{family: Efficiency}`` (:func:`calibrate` with its four
     parameters over NCCL's all-reduce cost), the pooled fit over the same rows for a family they
     lack (:func:`family_efficiency`'s fallback), and the number of rows fitted. What
-    ``python -m servingmath.validate --setting calibrated`` predicts with.
+    ``python -m servingmath.validate --setting calibrated`` predicts with. ``weighting``: how the
+    rows weigh (:func:`row_weights`; default every source alike).
 
     >>> fitted, pooled, rows = book_calibration()
     >>> family_efficiency("Hopper", fitted, pooled)[1], family_efficiency("TPU-v6e", fitted, pooled)[1][:8]
@@ -3000,8 +3057,8 @@ def book_calibration(basis: str = "per_gpu") -> tuple:
     _check_basis(basis)
     rows = [m for path in (default_data_path(), open_data_path())
             for m in load_published_measurements(path).measurements if _trainable(m, basis)]
-    fitted = calibrate(rows, basis=basis)
-    pooled = calibrate(rows, basis=basis, pooled=True)[POOLED]
+    fitted = calibrate(rows, basis=basis, weighting=weighting)
+    pooled = calibrate(rows, basis=basis, pooled=True, weighting=weighting)[POOLED]
     return fitted, pooled, len(rows)
 
 
@@ -3141,7 +3198,7 @@ class LosoResult:
 
 def leave_one_source_out(measurements, *, basis="per_gpu",
                          parameters=("mbu", "mfu", "comm_per_layer", "step_overhead"), fallback="pooled",
-                         seeds=(0,), base=None, bound=True) -> LosoResult:
+                         seeds=(0,), base=None, bound=True, weighting="source") -> LosoResult:
     """Predict each source's rows from a calibration on all the other sources.
 
     Derived in the chapter "Validation: how good is the model?" (notebooks/14_validation.ipynb).
@@ -3157,6 +3214,7 @@ def leave_one_source_out(measurements, *, basis="per_gpu",
     ``seeds``: seeds of the simulated rows (default one; the spread of several is
     :func:`simulate_measurement`'s to report). ``base``: the fields :func:`calibrate` does not
     fit. ``bound=False`` leaves the simulated rows' physical bound out (NaN), to save time.
+    ``weighting``: how :func:`calibrate` weighs the training rows (:func:`row_weights`).
 
     Examples
     --------
@@ -3171,6 +3229,7 @@ def leave_one_source_out(measurements, *, basis="per_gpu",
         raise ValueError("measurements must hold at least one Measurement row")
     seeds = check_seeds("seeds", seeds)
     bound = check_bool("bound", bound)
+    check_choice("weighting", weighting, WEIGHTINGS)
     if not (isinstance(fallback, Efficiency) or fallback == "pooled"):
         raise ValueError(f"fallback must be 'pooled' or an Efficiency, got {fallback!r:.60}")
     titles = list(dict.fromkeys(m.source_title for m in ms))
@@ -3179,12 +3238,13 @@ def leave_one_source_out(measurements, *, basis="per_gpu",
     folds = {}
     for title in titles:
         others = [m for m in ms if m.source_title != title and _trainable(m, basis)]
-        fitted = calibrate(others, basis=basis, parameters=parameters, base=base) if others else {}
+        fitted = calibrate(others, basis=basis, parameters=parameters, base=base,
+                           weighting=weighting) if others else {}
         folds[title] = fitted
         fold_fallback = fallback
         if fallback == "pooled":
-            fold_fallback = (calibrate(others, basis=basis, parameters=parameters, base=base, pooled=True)[POOLED]
-                             if others else BASELINE)
+            fold_fallback = (calibrate(others, basis=basis, parameters=parameters, base=base, pooled=True,
+                                       weighting=weighting)[POOLED] if others else BASELINE)
         for i, m in enumerate(ms):
             if m.source_title == title:
                 e, status = family_efficiency(m.family, fitted, fold_fallback)
