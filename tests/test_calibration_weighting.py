@@ -131,6 +131,7 @@ def one_row_file(tmp_path, framework, notes):
     ("vLLM 0.11 (benchmark_throughput.py)", "1000 prompts", False),
     ("vLLM 0.11", "vllm bench throughput, the LLM class", False),
     ("vLLM 0.11", "1000 prompts", False),                 # nothing said: offline, as before
+    ("vLLM 0.11", "as run for openai/gpt-oss-120b, 1000 prompts", False),     # a model name, not an API
 ])
 def test_all_at_once_to_a_server_runs_the_api_servers_defaults(tmp_path, framework, notes, server):
     m = one_row_file(tmp_path, framework, notes)
@@ -141,3 +142,9 @@ def test_all_at_once_to_a_server_runs_the_api_servers_defaults(tmp_path, framewo
     said = any("sent to a server" in a for a in m.assumptions)
     assert said is server
     assert m.sim.load == ("offline", 0)                 # still every request at once
+
+
+def test_an_engine_without_separate_server_defaults_records_no_such_assumption(tmp_path):
+    m = one_row_file(tmp_path, "SGLang v0.5.5; `python3 -m sglang.launch_server`", "vllm bench serve, 1000 at once")
+    assert m.scheduler["engine"] == "sglang"
+    assert not any("sent to a server" in a for a in m.assumptions)

@@ -1107,8 +1107,9 @@ def _vllm_engine_stated(framework: str):
     return None if match is None else match.group(1) == "1"
 
 
+# serving commands and endpoints; not a bare "openai", which names models too (openai/gpt-oss-120b)
 _SERVED = re.compile(r"vllm serve|bench serve|benchmark_serving|bench_serving|api_server|launch_server|"
-                     r"trtllm-serve|openai|/v1/")
+                     r"trtllm-serve|openai-chat|openai-compatible|openai api|/v1/")
 _OFFLINE = re.compile(r"benchmark_throughput|bench throughput|trtllm-bench|llm class|offline inference")
 
 
@@ -2041,9 +2042,6 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
     # --- everything else runs through an engine's scheduler
     offline = load_kind == "offline"
     served = offline and _served_over_http(framework, raw.get("notes", ""))
-    if served:
-        assumptions.append("all requests at once, sent to a server (the row names its serving command): "
-                           "the engine's API-server defaults, not its offline ones")
     cap = load_value if offline else None
     if cap is not None and dp > 1:
         if cap % dp:
@@ -2055,6 +2053,9 @@ def _read_row(index, raw, title, source, config_dir, accelerators, models, dtype
                                  tensor_parallel=tp,
                                  max_model_len=int(stated_len.group(1)) if stated_len else None,
                                  dated=source_month(raw.get("source_date")))
+    if served and "API server" in scheduler["label"]:
+        assumptions.append("all requests at once, sent to a server (the row names its serving command): "
+                           "the engine's API-server defaults, not its offline ones")
     if scheduler["engine"] == "unknown":
         assumptions.append(scheduler["label"])
     stated_n = _stated_requests(raw)
